@@ -184,6 +184,50 @@ fn readable_runs(
     }
 }
 
+/// The body of the `resume` entry of run `request_seq`: the tasks it reuses, the clock reading
+/// a gate's deadline is decided from (`read_at`, when the run's gates have one), and the limits
+/// it runs under when they are not its request's.
+fn resume_body(
+    run: &Run<'_, '_>,
+    entries: &[crate::ledger::Entry],
+    request_seq: u64,
+    reused: &BTreeMap<String, Done>,
+    read_at: Option<f64>,
+) -> Result<Value, RunError> {
+    let mut ids: Vec<&String> = reused.keys().collect();
+    ids.sort();
+    let mut resumed = json!({"reused": ids, "run": request_seq});
+    if let Some(now) = read_at {
+        resumed["read_at"] = json!(now);
+    }
+    if let Some(limits) = changed_limits(run, entries, request_seq)? {
+        resumed["limits"] = limits;
+    }
+    Ok(resumed)
+}
+
+/// The limits this resume runs under (the ceilings, budgets and switches of
+/// [`rules::limits`](super::replay::rules::limits)) when they are not the ones the run's
+/// request records (a resume given a fresh ceiling, say): a strict replay of the resumed part
+/// reads them from the `resume` entry.
+fn changed_limits(
+    run: &Run<'_, '_>,
+    entries: &[crate::ledger::Entry],
+    request_seq: u64,
+) -> Result<Option<Value>, RunError> {
+    let now = super::replay::rules::limits(run.opts);
+    let body = match entries.get(request_seq as usize) {
+        Some(e) => run.payload_of(e)?,
+        None => None,
+    };
+    let recorded = body
+        .as_ref()
+        .and_then(|b| b.pointer("/rules/limits"))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    Ok((now != recorded).then_some(now))
+}
+
 /// Keeps in the workbench only what the run branch holds already: the reused changes, in
 /// plan order.
 fn forget_unreused(run: &Run<'_, '_>, plan: &CompiledPlan, reused: &BTreeMap<String, Done>) {
@@ -252,16 +296,12 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
             (Some(kept), taken_up)
         });
     let (reused, verdicts) = reusable(target, worked.as_ref());
-    let mut ids: Vec<&String> = reused.keys().collect();
-    ids.sort();
     if worked.is_some() {
         forget_unreused(run, &plan, &reused);
     }
     take_up_dispatch(run, &entries, &target.entries)?;
-    let mut resumed = json!({"reused": ids, "run": request_seq});
-    if gates.deadline_seconds.is_some() {
-        resumed["read_at"] = json!(now);
-    }
+    let read_at = gates.deadline_seconds.map(|_| now);
+    let resumed = resume_body(run, &entries, request_seq, &reused, read_at)?;
     run.put("dispatch", kind::RESUME, Some(plan_seq), resumed)?;
     witness_taken_up(run, &taken_up)?;
     let course = Course {
@@ -437,9 +477,14 @@ fn take_up_dispatch(
     let mut items = Vec::new();
     for seq in seqs {
         if let Some(e) = entries.get(*seq as usize)
+            // A halt or an interruption answers what was in flight then (`priors`).
             && matches!(
                 e.kind.as_str(),
-                kind::TASK_DISPATCHED | kind::RESULT | kind::DUPLICATE_RESULT
+                kind::TASK_DISPATCHED
+                    | kind::RESULT
+                    | kind::DUPLICATE_RESULT
+                    | kind::HALTED
+                    | kind::INTERRUPTED
             )
             && let Some(p) = run.payload_of(e)?
         {

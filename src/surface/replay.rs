@@ -181,7 +181,7 @@ pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictRep
     let (seq, request) = (entries[0].seq, &entries[0].payload);
     let refuse = |m: String| Error::conflict(engine::with_version(seq, request, m));
     let rules = rules::resolve(&entries, current).map_err(refuse)?;
-    let real = metering(&entries[0], &rules.options).map_err(refuse)?;
+    let real = metering(&entries, &rules.options).map_err(refuse)?;
     let real = real.as_ref().map(|f| f as &dyn crate::exec::Seats);
     // A --work run's changes are merged again here, into a scratch object directory.
     let merges = match entries[0].payload.get("work") {
@@ -223,12 +223,13 @@ pub(crate) fn strict(store: &GitStore, dir: &Path, run: u64) -> Result<StrictRep
 /// The executors the run recorded, built (never called) so the replay reserves each call as
 /// the run did: needed only under a spend ceiling, where a run that recorded none is refused.
 fn metering(
-    request: &engine::Recorded,
+    entries: &[engine::Recorded],
     opts: &crate::run::Options,
 ) -> std::result::Result<Option<Fleet>, String> {
-    if !opts.ceilings.any() {
+    if !rules::under_a_ceiling(entries, opts) {
         return Ok(None);
     }
+    let request = &entries[0];
     let seq = request.seq;
     let Some(record) = request.payload.get("runtime").filter(|r| !r.is_null()) else {
         return Err(format!(

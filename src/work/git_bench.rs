@@ -42,7 +42,8 @@ impl Workbench for GitWork {
     ) -> Result<Change, WorkError> {
         let opened = self.opened(tree)?;
         let written = self.stage(tree, &opened, rules)?;
-        self.commit_written(tree, &written, author, tie, subject, rules, Some(&opened))
+        let from = Written::Staged(&opened);
+        self.commit_written(tree, &written, author, tie, subject, rules, from)
     }
 
     fn commit_made(
@@ -317,10 +318,20 @@ impl GitWork {
     }
 }
 
+/// Where a tree to commit as a change comes from.
+pub(super) enum Written<'a> {
+    /// A task's worktree, staged: what it adds is inspected before the commit is written.
+    Staged(&'a Opened),
+    /// A worker's commit made elsewhere, screened already by [`super::made::screen_made`]:
+    /// the links it adds that leave the worktree.
+    Made(Vec<LinkOut>),
+}
+
 impl GitWork {
     /// Commits `written` (a tree in the repository, the change of `tree.task`) on
     /// `tree.start` after screening what it adds: `commit: None` when it is the start's tree.
-    /// `opened`: the task's worktree, moved onto the commit once it is written.
+    /// `from`: the task's worktree (moved onto the commit once it is written), or a tree made
+    /// elsewhere and screened already.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn commit_written(
         &self,
@@ -330,7 +341,7 @@ impl GitWork {
         tie: &Tie,
         subject: &str,
         rules: &CommitRules<'_>,
-        opened: Option<&Opened>,
+        from: Written<'_>,
     ) -> Result<Change, WorkError> {
         let start_tree = self.tree_of(&tree.start)?;
         let unchanged = Change {
@@ -346,10 +357,16 @@ impl GitWork {
         if *written == start_tree {
             return Ok(unchanged);
         }
-        let (secrets, links_out) = self.inspect(&start_tree, written, rules)?;
-        if !secrets.is_empty() {
-            return Err(WorkError::Secrets(secrets));
-        }
+        let (opened, links_out) = match from {
+            Written::Staged(opened) => {
+                let (secrets, links_out) = self.inspect(&start_tree, written, rules)?;
+                if !secrets.is_empty() {
+                    return Err(WorkError::Secrets(secrets));
+                }
+                (Some(opened), links_out)
+            }
+            Written::Made(links_out) => (None, links_out),
+        };
         let name = clean_ident(&format!("{} ({})", author.lane, author.model));
         let local = task_component(&author.lane);
         let email = clean_ident(&format!("{local}@git-forum.invalid"));

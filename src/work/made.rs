@@ -11,8 +11,8 @@ use crate::run::ChangeLimits;
 
 impl GitWork {
     /// Commits the tree of `made` on `tree.start` as the change of `tree.task`: what
-    /// [`Workbench::commit`] does with a worktree's staged tree, with the sizes measured on
-    /// the trees' difference.
+    /// [`Workbench::commit`] does with a worktree's staged tree, screened on the trees'
+    /// difference by [`screen_made`].
     pub(super) fn commit_made_tree(
         &self,
         tree: &TaskTree,
@@ -24,58 +24,83 @@ impl GitWork {
     ) -> Result<Change, WorkError> {
         let written = self.tree_of(made)?;
         let start_tree = self.tree_of(&tree.start)?;
-        if written != start_tree {
-            self.measure_trees(&start_tree, &written, &rules.limits)?;
-        }
-        self.commit_written(tree, &written, author, tie, subject, rules, None)
-    }
-
-    /// Measures the change from `start_tree` to `new_tree` against `limits`, as a worktree's
-    /// change is measured before it is staged: each file added, modified or deleted counts
-    /// (a deleted one as no bytes), each added or modified file by its size in the object
-    /// store. Refuses a file over `max_file_bytes`, a change over `max_files` or
-    /// `max_change_bytes`.
-    fn measure_trees(
-        &self,
-        start_tree: &str,
-        new_tree: &str,
-        limits: &ChangeLimits,
-    ) -> Result<Measured, WorkError> {
-        let args = [
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--no-abbrev",
-            start_tree,
-            new_tree,
-        ];
-        let out = git::run(&self.common, &args)?;
-        git::ensure(&out, &args)?;
-        if out.cut {
-            return Err(WorkError::Refused(
-                "the change's list of files is longer than git forum reads".into(),
-            ));
-        }
         let repo = self.objects.to_thread_local();
-        let mut m = Measured::default();
-        let mut fields = out.stdout.split(|b| *b == 0);
-        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
-            let meta = String::from_utf8_lossy(meta);
-            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
-            let [_, new_mode, _, new_id, status] = parts[..] else {
-                continue;
-            };
-            // A nested repository's commit is not here: the screen refuses it after.
-            let size = if status.starts_with('D') || new_mode == "160000" {
-                0
-            } else {
-                object_size(&repo, new_id)?
-            };
-            m.add(path, size, limits)?;
-        }
-        Ok(m)
+        let links_out = screen_made(&self.common, &repo, &start_tree, &written, rules)?;
+        let from = super::git_bench::Written::Made(links_out);
+        self.commit_written(tree, &written, author, tie, subject, rules, from)
     }
+}
+
+/// The screens a change made elsewhere goes through before the writer commits it, on the
+/// difference from `start_tree` to `new_tree` (trees in the repository at `common`, read
+/// through `repo`): the limits on files and bytes ([`measure_trees`]), then the nested
+/// repositories, the secrets and the links that leave ([`inspect_trees`]). `Ok` with the links
+/// that leave (which the pre-ship gate refuses), `Err` with the refusal: [`WorkError::Refused`]
+/// or [`WorkError::Secrets`]. The one rule for the live writer ([`GitWork::commit_made_tree`])
+/// and for a strict replay, which screens the worker's commit again
+/// (`crate::run::replay::Merges::screened`).
+pub(crate) fn screen_made(
+    common: &Path,
+    repo: &gix::Repository,
+    start_tree: &str,
+    new_tree: &str,
+    rules: &CommitRules<'_>,
+) -> Result<Vec<LinkOut>, WorkError> {
+    if start_tree == new_tree {
+        return Ok(Vec::new());
+    }
+    measure_trees(common, repo, start_tree, new_tree, &rules.limits)?;
+    let (secrets, links_out) = inspect_trees(common, repo, start_tree, new_tree, rules)?;
+    if !secrets.is_empty() {
+        return Err(WorkError::Secrets(secrets));
+    }
+    Ok(links_out)
+}
+
+/// Measures the change from `start_tree` to `new_tree` against `limits`, as a worktree's
+/// change is measured before it is staged: each file added, modified or deleted counts (a
+/// deleted one as no bytes), each added or modified file by its size in the object store.
+/// Refuses a file over `max_file_bytes`, a change over `max_files` or `max_change_bytes`.
+fn measure_trees(
+    common: &Path,
+    repo: &gix::Repository,
+    start_tree: &str,
+    new_tree: &str,
+    limits: &ChangeLimits,
+) -> Result<Measured, WorkError> {
+    let args = [
+        "diff-tree",
+        "-r",
+        "-z",
+        "--no-renames",
+        "--no-abbrev",
+        start_tree,
+        new_tree,
+    ];
+    let out = git::run(common, &args)?;
+    git::ensure(&out, &args)?;
+    if out.cut {
+        return Err(WorkError::Refused(
+            "the change's list of files is longer than git forum reads".into(),
+        ));
+    }
+    let mut m = Measured::default();
+    let mut fields = out.stdout.split(|b| *b == 0);
+    while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+        let meta = String::from_utf8_lossy(meta);
+        let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+        let [_, new_mode, _, new_id, status] = parts[..] else {
+            continue;
+        };
+        // A nested repository's commit is not here: the screen refuses it after.
+        let size = if status.starts_with('D') || new_mode == "160000" {
+            0
+        } else {
+            object_size(repo, new_id)?
+        };
+        m.add(path, size, limits)?;
+    }
+    Ok(m)
 }
 
 /// The size of the object `hex` in the repository, from its header.

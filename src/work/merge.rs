@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use super::git::{self, Out};
-use crate::run::WorkError;
 use crate::run::replay::{Merges, WorkerCommit};
+use crate::run::{CommitRules, LinkOut, WorkError};
 
 /// The parents and `Forum-Attempt` trailer of the commit `commit` in the repository at `dir`
 /// (what a dispatched run's writer checks of a worker's commit); `None` when it is not there.
@@ -152,6 +152,32 @@ impl Merges for ScratchMerges {
         worker_commit(&self.dir, commit)
     }
 
+    fn ref_target(&self, name: &str) -> Option<String> {
+        let spec = format!("{name}^{{commit}}");
+        git::ok(&self.dir, &["rev-parse", "--verify", "--quiet", &spec]).ok()
+    }
+
+    fn descends(&self, commit: &str, from: &str) -> Option<bool> {
+        let out = git::run(&self.dir, &["merge-base", "--is-ancestor", from, commit]).ok()?;
+        match out.code {
+            Some(0) => Some(true),
+            Some(1) => Some(false),
+            _ => None,
+        }
+    }
+
+    fn screened(
+        &self,
+        start: &str,
+        made: &str,
+        rules: &CommitRules<'_>,
+    ) -> Option<(String, Result<Vec<LinkOut>, WorkError>)> {
+        let (start_tree, made_tree) = (self.tree_of(start)?, self.tree_of(made)?);
+        let repo = gix::open_opts(&self.dir, gix::open::Options::isolated()).ok()?;
+        let screens = super::made::screen_made(&self.dir, &repo, &start_tree, &made_tree, rules);
+        Some((made_tree, screens))
+    }
+
     fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError> {
         let merge_base = format!("--merge-base={base}");
         let args = merge_args(Some(&merge_base), ours, theirs);
@@ -181,6 +207,26 @@ impl Merges for super::GitWork {
 
     fn worker_commit(&self, commit: &str) -> Option<WorkerCommit> {
         worker_commit(&self.common, commit)
+    }
+
+    fn ref_target(&self, name: &str) -> Option<String> {
+        super::resolve_commit(&self.common, name)
+    }
+
+    fn descends(&self, commit: &str, from: &str) -> Option<bool> {
+        super::is_ancestor(&self.common, from, commit).ok()
+    }
+
+    fn screened(
+        &self,
+        start: &str,
+        made: &str,
+        rules: &CommitRules<'_>,
+    ) -> Option<(String, Result<Vec<LinkOut>, WorkError>)> {
+        let (start_tree, made_tree) = (self.tree_of(start).ok()?, self.tree_of(made).ok()?);
+        let repo = self.objects.to_thread_local();
+        let screens = super::made::screen_made(&self.common, &repo, &start_tree, &made_tree, rules);
+        Some((made_tree, screens))
     }
 
     fn merge(&self, base: &str, ours: &str, theirs: &str) -> Result<String, WorkError> {

@@ -442,80 +442,16 @@ impl GitWork {
         write_tree(|i| self.tree_git(tree, opened, i), &opened.index)
     }
 
-    /// What the change from `start_tree` to `new_tree` adds that may not leave: the secrets in
-    /// its added lines (through `rules.screen`) and its links that point outside the worktree.
+    /// What the change from `start_tree` to `new_tree` adds that may not leave: see
+    /// [`inspect_trees`].
     fn inspect(
         &self,
         start_tree: &str,
         new_tree: &str,
         rules: &CommitRules<'_>,
     ) -> Result<(Vec<SecretFound>, Vec<LinkOut>), WorkError> {
-        let out = git::run(
-            &self.common,
-            &[
-                "diff-tree",
-                "-r",
-                "-z",
-                "--no-renames",
-                start_tree,
-                new_tree,
-            ],
-        )?;
-        git::ensure(&out, &["diff-tree"])?;
         let repo = self.objects.to_thread_local();
-        let blob = |hex: &str, cap: u64| read_blob(&repo, hex, cap);
-        let mut secrets = Vec::new();
-        let mut links = Vec::new();
-        let mut fields = out.stdout.split(|b| *b == 0);
-        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
-            let meta = String::from_utf8_lossy(meta);
-            let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
-            let [_, new_mode, old_id, new_id, status] = parts[..] else {
-                continue;
-            };
-            if status.starts_with('D') {
-                continue;
-            }
-            let path = String::from_utf8_lossy(path).into_owned();
-            match new_mode {
-                "120000" => {
-                    let target = blob(new_id, 4096)?.unwrap_or_default();
-                    if !hostile::link_stays_inside(&path, &target) {
-                        links.push(LinkOut {
-                            path,
-                            target: String::from_utf8_lossy(&target).into_owned(),
-                        });
-                    }
-                }
-                "160000" => {
-                    return Err(WorkError::Refused(format!(
-                        "the change adds a nested repository at {path}"
-                    )));
-                }
-                _ => {
-                    let Some(new) = blob(new_id, rules.limits.max_file_bytes)? else {
-                        return Err(WorkError::Refused(format!(
-                            "{path} is larger than the {} bytes a change may add (max_file_bytes in [work])",
-                            rules.limits.max_file_bytes
-                        )));
-                    };
-                    let old = blob(old_id, rules.limits.max_file_bytes)?;
-                    let added = content::Added::of(old.as_deref(), &new);
-                    if added.text.is_empty() {
-                        continue;
-                    }
-                    for (at, rule, fingerprint) in (rules.screen)(&added.text) {
-                        secrets.push(SecretFound {
-                            path: path.clone(),
-                            line: added.line_at(at),
-                            rule,
-                            fingerprint,
-                        });
-                    }
-                }
-            }
-        }
-        Ok((secrets, links))
+        inspect_trees(&self.common, &repo, start_tree, new_tree, rules)
     }
 
     /// Moves the worktree `tree` onto its change `commit` (its HEAD, and its index to the one
@@ -665,6 +601,83 @@ impl GitWork {
         lock(&self.trees).insert(commit.to_string(), tree.clone());
         Ok(tree)
     }
+}
+/// What the change from `start_tree` to `new_tree` (trees in the repository at `common`, read
+/// through `repo`) adds that may not leave: the secrets in its added lines (through
+/// `rules.screen`) and its links that point outside the worktree; a nested repository is
+/// refused, and so is a file over `max_file_bytes`.
+pub(super) fn inspect_trees(
+    common: &Path,
+    repo: &gix::Repository,
+    start_tree: &str,
+    new_tree: &str,
+    rules: &CommitRules<'_>,
+) -> Result<(Vec<SecretFound>, Vec<LinkOut>), WorkError> {
+    let out = git::run(
+        common,
+        &[
+            "diff-tree",
+            "-r",
+            "-z",
+            "--no-renames",
+            start_tree,
+            new_tree,
+        ],
+    )?;
+    git::ensure(&out, &["diff-tree"])?;
+    let blob = |hex: &str, cap: u64| read_blob(repo, hex, cap);
+    let mut secrets = Vec::new();
+    let mut links = Vec::new();
+    let mut fields = out.stdout.split(|b| *b == 0);
+    while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+        let meta = String::from_utf8_lossy(meta);
+        let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+        let [_, new_mode, old_id, new_id, status] = parts[..] else {
+            continue;
+        };
+        if status.starts_with('D') {
+            continue;
+        }
+        let path = String::from_utf8_lossy(path).into_owned();
+        match new_mode {
+            "120000" => {
+                let target = blob(new_id, 4096)?.unwrap_or_default();
+                if !hostile::link_stays_inside(&path, &target) {
+                    links.push(LinkOut {
+                        path,
+                        target: String::from_utf8_lossy(&target).into_owned(),
+                    });
+                }
+            }
+            "160000" => {
+                return Err(WorkError::Refused(format!(
+                    "the change adds a nested repository at {path}"
+                )));
+            }
+            _ => {
+                let Some(new) = blob(new_id, rules.limits.max_file_bytes)? else {
+                    return Err(WorkError::Refused(format!(
+                        "{path} is larger than the {} bytes a change may add (max_file_bytes in [work])",
+                        rules.limits.max_file_bytes
+                    )));
+                };
+                let old = blob(old_id, rules.limits.max_file_bytes)?;
+                let added = content::Added::of(old.as_deref(), &new);
+                if added.text.is_empty() {
+                    continue;
+                }
+                for (at, rule, fingerprint) in (rules.screen)(&added.text) {
+                    secrets.push(SecretFound {
+                        path: path.clone(),
+                        line: added.line_at(at),
+                        rule,
+                        fingerprint,
+                    });
+                }
+            }
+        }
+    }
+    Ok((secrets, links))
 }
 
 /// The full id of the commit `rev` names, or `None`.

@@ -167,6 +167,12 @@ pub(crate) fn exported(repo: &Repo) -> Vec<(J, J)> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x");
     repo.forum_ok(&["export", out.to_str().unwrap()]);
+    read_export(&out)
+}
+
+/// Every entry's row of `entries.jsonl` with its body, in seq order, from the directory
+/// `git forum export` wrote.
+pub(crate) fn read_export(out: &std::path::Path) -> Vec<(J, J)> {
     let read = |f: &str| -> Vec<J> {
         std::fs::read_to_string(out.join(f))
             .unwrap()

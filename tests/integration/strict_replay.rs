@@ -357,8 +357,14 @@ pub(crate) fn forged_export(repo: &Repo, seq: u64, edit: impl Fn(&mut J)) -> Mem
 /// The ledger of `repo` (exported as Forum's directory) with `edit` given each entry's seq
 /// and body, re-hashed so it verifies.
 pub(crate) fn rehashed_export(repo: &Repo, edit: impl Fn(u64, &mut J)) -> MemoryStorage {
+    rehashed(crate::spend::exported(repo), edit)
+}
+
+/// The entries `exported` (rows of `entries.jsonl` with their bodies) with `edit` given each
+/// entry's seq and body, re-hashed so they verify.
+pub(crate) fn rehashed(exported: Vec<(J, J)>, edit: impl Fn(u64, &mut J)) -> MemoryStorage {
     let mut store = MemoryStorage::default();
-    for (e, mut b) in crate::spend::exported(repo) {
+    for (e, mut b) in exported {
         edit(e["seq"].as_u64().unwrap(), &mut b);
         store
             .append(NewEntry {

@@ -75,6 +75,51 @@ fn a_dispatched_workers_commit_is_checked_again_and_a_forged_refusal_or_acceptan
         assert_eq!(code, Some(1), "{r}");
         assert_eq!(r["divergence"]["seq"], json!(change), "{r}");
 
+        // A refusal forged as the world's, saying the results ref held the base: the ref
+        // holds the commit now, and a ref pushed without force could not have moved from the
+        // base's commit... which it could (the commit descends from it), so the claim stands.
+        let result_ref = repo
+            .git_ok(&["for-each-ref", "--format=%(refname)", "refs/forum/results/"])
+            .lines()
+            .find(|r| r.ends_with(&attempt))
+            .unwrap_or_else(|| panic!("no results ref of attempt {attempt}"))
+            .to_string();
+        let base = repo.git_ok(&["rev-parse", "HEAD"]).trim().to_string();
+        let held = |x: &str| {
+            let x = x.to_string();
+            let (result_ref, commit, attempt) =
+                (result_ref.clone(), commit.clone(), attempt.clone());
+            move |b: &mut serde_json::Value| {
+                *b = json!({"task": "T1", "base": b["base"], "commit": null, "refused": true,
+                    "attempt": attempt,
+                    "error": format!("{result_ref} holds {x}, not the commit {commit} the result names")});
+            }
+        };
+        import_forged_as(repo, "held-base", change, held(&base));
+        let (_, r) = strict(repo, &["--ledger", "held-base"]);
+        assert_ne!(r["divergence"]["seq"], json!(change), "{r}");
+        // Said to have held a commit the one it holds now does not descend from (an unrelated
+        // one): the ref could never have moved from it to the commit, so the claim is the
+        // record's and diverges at the change.
+        let other = repo.git_ok(&[
+            "commit-tree",
+            "-m",
+            "unrelated",
+            &format!("{base}^{{tree}}"),
+        ]);
+        import_forged_as(repo, "held-other", change, held(other.trim()));
+        let (code, r) = strict(repo, &["--ledger", "held-other"]);
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], json!(change), "{r}");
+        // A failed fetch stays the world's, though the ref holds the commit now.
+        import_forged_as(repo, "unfetched", change, |b| {
+            *b = json!({"task": "T1", "base": b["base"], "commit": null, "refused": true,
+                "attempt": attempt,
+                "error": format!("cannot fetch the worker's commit from {result_ref}: the remote hung up")});
+        });
+        let (_, r) = strict(repo, &["--ledger", "unfetched"]);
+        assert_ne!(r["divergence"]["seq"], json!(change), "{r}");
+
         // The result made to name the run's base, which is no commit on the task's base: the
         // record says the writer took it.
         let base = repo.git_ok(&["rev-parse", "HEAD"]);

@@ -80,3 +80,55 @@ fn a_dispatched_run_resumed_after_its_writer_was_killed_replays_and_a_forged_tak
         assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
     });
 }
+
+/// A run planned with no ceiling and paused at its first gate, then approved and resumed under
+/// `--max-tokens 1`, which its worker's reservation does not fit: the ceiling is the resume's
+/// alone, and its `resume` entry keeps it.
+fn record_resumed_under_a_ceiling(repo: &Repo) {
+    repo.git_ok(&["commit", "-q", "--allow-empty", "-m", "start"]);
+    let plan = crate::work_run::plan(&[("T1", "write the notes")], false);
+    let m = crate::work_run::model(repo, "m", &plan, "merge", "    echo 'wrote the notes'");
+    let o = repo
+        .forum()
+        .args(["submit", "--cmd", &m, "--gate-waves", "0", "--quiet"])
+        .arg("write the notes")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(8), "paused at its gate: {o:?}");
+    repo.forum_ok(&["gate", "approve"]);
+    let o = repo
+        .forum()
+        .args(["resume", "--cmd", &m, "--max-tokens", "1", "--json"])
+        .output()
+        .unwrap();
+    let j: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+    assert_eq!(j["exit"]["name"], "stopped_on_ceiling", "{j}");
+}
+
+#[test]
+fn a_ceiling_given_to_resume_alone_is_recorded_in_its_resume_entry_and_replayed() {
+    on_each_kind(|repo| {
+        record_resumed_under_a_ceiling(repo);
+        let resumes = payloads(repo, "resume");
+        assert_eq!(resumes.len(), 1);
+        let (resume_at, resume) = &resumes[0];
+        assert_eq!(resume["limits"]["max_tokens"], 1, "{resume}");
+        let (budget_at, stop) = payloads(repo, "budget").pop().expect("the ceiling's stop");
+        assert_eq!(stop["max_tokens"], 1, "{stop}");
+        let (code, r) = strict(repo, &[]);
+        no_divergence(code, &r);
+        // As a resume recorded before it kept its limits: replayed under the request's, which
+        // had no ceiling, the stop is not the replay's, from the first entry it shows in (the
+        // task's result, refused by the ceiling) to the budget stop.
+        import_forged_as(repo, "older", *resume_at, |b| {
+            b.as_object_mut().unwrap().remove("limits");
+        });
+        let (code, r) = strict(repo, &["--ledger", "older"]);
+        assert_eq!(code, Some(1), "{r}");
+        let at = r["divergence"]["seq"].as_u64().unwrap();
+        assert!(*resume_at < at && at <= budget_at, "{r}");
+        let recorded = r["divergence"]["recorded"].as_str().unwrap();
+        assert!(recorded.contains("budget"), "{r}");
+    });
+}

@@ -27,8 +27,13 @@
 //! task's worktree that failed to open (the refused `change` keeps why, which the replay's
 //! workbench gives back for that opening); the engine decides again what follows each.
 //!
-//! A shape the record cannot answer is refused by [`check`], naming the seq: a task
-//! interrupted while a worker had it.
+//! A shape the record cannot answer is refused by [`check`], naming the seq: a result that
+//! says its task was interrupted while a worker had it. This version writes none (an
+//! interrupted run writes nothing of its own but `halted` or `interrupted`, so a run halted
+//! while a worker held a task replays up to that entry); only a record made otherwise holds one.
+//!
+//! The worker's commit an accepted result names is screened again, as the writer screened it
+//! before committing it, by the workbench ([`super::work`]) through [`super::Merges::screened`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -139,6 +144,9 @@ pub(super) struct ReplayDispatch {
     stopped: bool,
     /// The repository the workers' commits are read from, to check them again.
     merges: Option<Arc<dyn super::Merges>>,
+    /// The entries the part being replayed has written so far, and how many the record holds
+    /// of it: a task held at a stop waits for the part to have written them all too.
+    part: Option<(super::phases::Written, usize)>,
 }
 
 /// A worker's result as its `result` entry keeps it, for the run's ledger `ledger`. `Err`
@@ -215,6 +223,7 @@ pub(super) fn of(
     run: &[Recorded],
     view: &[Recorded],
     merges: Option<Arc<dyn super::Merges>>,
+    part: (super::phases::Written, usize),
 ) -> Result<(String, Option<Arc<ReplayDispatch>>), String> {
     // A dispatched run's base refs and subject name its ledger.
     let ledger = ledger_of(run).unwrap_or_else(|| "replay".into());
@@ -223,6 +232,7 @@ pub(super) fn of(
     let dispatch = ReplayDispatch::read(&run[0], view, &ledger)?.map(|mut d| {
         d.merges = merges;
         d.stopped = stopped;
+        d.part = Some(part);
         Arc::new(d)
     });
     Ok((ledger, dispatch))
@@ -296,6 +306,7 @@ impl ReplayDispatch {
             went_out: Condvar::new(),
             stopped: false,
             merges: None,
+            part: None,
         }))
     }
 
@@ -385,9 +396,15 @@ impl Dispatch for ReplayDispatch {
             let line = format!("the record holds no result for attempt {attempt}");
             if self.stopped {
                 // The writer was stopped while it waited here: the part ends once its other
-                // attempts went out, and what follows has no answer by design.
+                // attempts went out and it wrote what the record holds of it (the other tasks'
+                // entries before the stop), and what follows has no answer by design.
                 let until = Instant::now() + HELD_AT_MOST;
-                while !t.expected.iter().all(|a| t.published.contains_key(a))
+                let written = || {
+                    self.part
+                        .as_ref()
+                        .is_none_or(|(n, of)| n.load(std::sync::atomic::Ordering::SeqCst) >= *of)
+                };
+                while !(t.expected.iter().all(|a| t.published.contains_key(a)) && written())
                     && Instant::now() < until
                 {
                     let step = Duration::from_millis(100);
@@ -430,7 +447,7 @@ impl Dispatch for ReplayDispatch {
 
     fn bring(
         &self,
-        _: &str,
+        result_ref: &str,
         r: &ResultMessage,
         base: &str,
         _: Option<&Path>,
@@ -441,8 +458,17 @@ impl Dispatch for ReplayDispatch {
             return recorded.map_or(Ok(()), Err);
         };
         let facts = self.merges.as_ref().and_then(|m| m.worker_commit(commit));
+        let held = self.merges.as_ref().and_then(|m| m.ref_target(result_ref));
+        // Whether the ref could have moved from what the record says it held to the commit.
+        let claimed = recorded.as_deref().and_then(super::brought::held_instead);
+        let forward = claimed.and_then(|g| self.merges.as_ref()?.descends(commit, g));
         let at = (commit.as_str(), base, r.attempt.as_str());
-        let (answer, line) = super::brought::decide(at, recorded, facts.as_ref());
+        let read = super::brought::Read {
+            facts: facts.as_ref(),
+            held: held.as_deref(),
+            forward,
+        };
+        let (answer, line) = super::brought::decide(at, recorded, read);
         t.from_record.extend(line);
         answer
     }

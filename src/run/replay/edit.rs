@@ -494,7 +494,7 @@ impl Turns {
 /// `result` does not keep each turn's usage (it was recorded before results did), or keeps
 /// another count of it than of turns.
 pub(super) fn check_ceilings(run: &[Recorded], opts: &Options) -> Result<(), String> {
-    if !opts.ceilings.any() {
+    if !super::rules::under_a_ceiling(run, opts) {
         return Ok(());
     }
     for e in run

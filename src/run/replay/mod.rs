@@ -406,6 +406,9 @@ fn replay_phase(
     let seats = ReplaySeats::new(run, Answers::read(&view).map_err(refused)?);
     let clock = ReplayClock::new(phase.written);
     let mut opts = opts.clone();
+    if let Some(resume) = phase.written.first().filter(|_| phase.resumed) {
+        rules::resumed_under(&mut opts, resume);
+    }
     opts.context = context::ReplayContext::read(phase.written).map(|c| {
         let c: std::sync::Arc<dyn super::ContextProvider> = std::sync::Arc::new(c);
         c
@@ -424,7 +427,9 @@ fn replay_phase(
         merges,
     } = world;
     let from = phase.written.first().map_or(0, |e| e.seq);
-    let work = work::options(run, &view, from, merges).map_err(refused)?;
+    let written = phases::Written::default();
+    let part = (written.clone(), phase.written.len());
+    let work = work::options(run, &view, from, merges, part).map_err(refused)?;
     opts.work = work.as_ref().map(|(o, _)| o.clone());
     opts.verifier = verifier::ReplayVerifier::read(phase.written).map(|v| {
         let v: std::sync::Arc<dyn super::Verifier> = std::sync::Arc::new(v);
@@ -447,6 +452,7 @@ fn replay_phase(
     let mut ledger = phases::Bounded {
         inner: scratch,
         left: stopped.then_some(phase.written.len()),
+        written,
     };
     // A run that stopped on a failed stage is compared by what it wrote before it stopped.
     if phase.resumed {

@@ -73,7 +73,13 @@ pub(super) fn view(run: &[Recorded], phase: &Phase<'_>) -> Vec<Recorded> {
 pub(super) struct Bounded<'s> {
     pub(super) inner: &'s mut MemoryStorage,
     pub(super) left: Option<usize>,
+    /// How many entries the part has written so far (read by a dispatcher that holds a task
+    /// until the part has written what the record holds of it).
+    pub(super) written: Written,
 }
+
+/// A count of the entries a part wrote, shared with whoever waits on it.
+pub(super) type Written = std::sync::Arc<std::sync::atomic::AtomicUsize>;
 
 impl Storage for Bounded<'_> {
     fn len(&self) -> Result<u64, StorageError> {
@@ -103,6 +109,10 @@ impl Storage for Bounded<'_> {
             }
             None => self.inner.append(new),
         }
+        .inspect(|_| {
+            self.written
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })
     }
 }
 

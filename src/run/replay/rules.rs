@@ -35,6 +35,20 @@ use super::Recorded;
 /// The `rules` record of a run started with `opts` on `roster`. The options must be final
 /// (ceilings taken from the runtime, the time limit capped), as the run will use them.
 pub fn record(opts: &Options, roster: &Roster) -> J {
+    let file = |sha: Option<&str>, text: Option<&str>| match (sha, text) {
+        (Some(sha), Some(text)) => json!({ "sha256": sha, "toml": text }),
+        _ => J::Null,
+    };
+    json!({
+        "roster": file(roster.digest(), roster.text()),
+        "policy": file(Some(opts.policy.digest.as_str()), Some(&*opts.policy.text)),
+        "limits": limits(opts),
+    })
+}
+
+/// The limits a run runs under with `opts` (`limits` of its [`record`]): what a resume
+/// records in its `resume` entry when it runs under others than its request recorded.
+pub(crate) fn limits(opts: &Options) -> J {
     let mut limits = Map::new();
     let mut put = |k: &str, v: Option<J>| {
         if let Some(v) = v {
@@ -66,15 +80,27 @@ pub fn record(opts: &Options, roster: &Roster) -> J {
         "checkpoint_each_wave",
         opts.checkpoint_each_wave.then_some(J::Bool(true)),
     );
-    let file = |sha: Option<&str>, text: Option<&str>| match (sha, text) {
-        (Some(sha), Some(text)) => json!({ "sha256": sha, "toml": text }),
-        _ => J::Null,
-    };
-    json!({
-        "roster": file(roster.digest(), roster.text()),
-        "policy": file(Some(opts.policy.digest.as_str()), Some(&*opts.policy.text)),
-        "limits": limits,
-    })
+    J::Object(limits)
+}
+
+/// Whether the run `run` (its entries, request first) ran under a spend ceiling anywhere: its
+/// request's (`opts`), or one a resume of it was given (its `resume` entry's `limits`).
+pub fn under_a_ceiling(run: &[Recorded], opts: &Options) -> bool {
+    opts.ceilings.any()
+        || run.iter().any(|e| {
+            let l = &e.payload["limits"];
+            e.kind == kind::RESUME && (l["max_tokens"].is_u64() || l["max_cost_pico"].is_u64())
+        })
+}
+
+/// The limits of the run part that `resume` (a `resume` entry) starts: those it records, when
+/// the resume ran under others than its request (new ceilings, say); else `opts`'s as they are.
+/// A `resume` recorded before resumes kept their limits has none, and is replayed under the
+/// request's.
+pub(super) fn resumed_under(opts: &mut Options, resume: &Recorded) {
+    if let Some(l) = resume.payload.get("limits").filter(|l| l.is_object()) {
+        apply_limits(opts, l);
+    }
 }
 
 fn budget_record(b: &ContextBudget) -> J {
@@ -154,6 +180,7 @@ pub fn resolve(run: &[Recorded], current: Current<'_>) -> Result<Rules, String> 
         ..Options::default()
     };
     apply_limits(&mut options, &rules["limits"]);
+    options.secrets = guard_of(&options.policy, &request.payload["options"]);
     // The replayed request records the same rules, or it would differ from the record.
     options.rules_record = Some(rules.clone());
     Ok(Rules {
@@ -182,6 +209,20 @@ fn recorded_file(seq: u64, rules: &J, what: &str) -> Result<String, String> {
         ));
     }
     Ok(text.to_string())
+}
+
+/// The secrets guard a run ran with, as a live run builds it: its policy's `[secrets]`, in the
+/// mode its options record (`--secrets`). A change's screen finds secrets by it (its
+/// allowlist), so a strict replay screens a worker's commit again by the same rules.
+fn guard_of(policy: &Policy, options: &J) -> crate::secrets::Guard {
+    let mut secrets = policy.secrets.clone();
+    if let Some(mode) = options["secrets"]
+        .as_str()
+        .and_then(|m| crate::secrets::Mode::parse(m).ok())
+    {
+        secrets.mode = mode;
+    }
+    crate::secrets::Guard::new(crate::secrets::Scanner::new(), secrets)
 }
 
 fn apply_limits(o: &mut Options, l: &J) {

@@ -27,7 +27,8 @@ use crate::run::work_state::{
     DEFAULT_CHECK_DEADLINE, DEFAULT_CHECK_OUTPUT_CAP, DEFAULT_DIFF_CAP, WorkOptions,
 };
 use crate::run::workbench::{
-    Author, Base, Change, CheckRun, CommitRules, Keep, TaskTree, Tie, WorkError, Workbench,
+    Author, Base, Change, CheckRun, CommitRules, Keep, LinkOut, SecretFound, TaskTree, Tie,
+    WorkError, Workbench,
 };
 
 use super::Recorded;
@@ -86,6 +87,28 @@ pub trait Merges: Send + Sync {
     /// writer of a dispatched run reads them to check it; `None` when it is not in the
     /// repository.
     fn worker_commit(&self, commit: &str) -> Option<super::brought::WorkerCommit>;
+
+    /// The commit the ref `name` holds in the repository now; `None` when there is no such
+    /// ref (a worker's results ref the writer fetched, read to check a recorded claim of what
+    /// it held).
+    fn ref_target(&self, name: &str) -> Option<String>;
+
+    /// Whether `commit` descends from `from` (or is it); `None` when git cannot tell (either
+    /// is not here).
+    fn descends(&self, commit: &str, from: &str) -> Option<bool>;
+
+    /// The worker's commit `made` screened as the writer of a dispatched run screens it before
+    /// committing it as the task's change (`crate::work::made::screen_made`, the one rule:
+    /// sizes, nested repositories, secrets by `rules.screen`, links that leave), on the
+    /// difference from the tree of the task's start `start`: the commit's tree, and `Ok` with
+    /// the links it adds that leave or `Err` with the refusal. `None` when either commit is
+    /// not in the repository.
+    fn screened(
+        &self,
+        start: &str,
+        made: &str,
+        rules: &CommitRules<'_>,
+    ) -> Option<(String, Result<Vec<LinkOut>, WorkError>)>;
 
     /// The tree the run branch has once the change `commit` is integrated onto a tip whose
     /// tree is `tip`: the change's own tree when it was made on that tree, else the change
@@ -163,6 +186,8 @@ pub(super) struct ReplayBench {
     taken_up: BTreeSet<String>,
     /// A dispatched run's dispatcher, answering from the record.
     dispatch: Option<Arc<super::dispatched::ReplayDispatch>>,
+    /// The repository a dispatched worker's commit is screened again in.
+    merges: Option<Arc<dyn Merges>>,
     /// A dispatched run's tasks: the commit each was published on, oldest first.
     starts: Mutex<BTreeMap<String, VecDeque<String>>>,
 }
@@ -186,11 +211,30 @@ fn commit_of(e: &Recorded, task: &str) -> Result<Result<Change, WorkError>, Stri
     match b.get("error").and_then(J::as_str) {
         None => Ok(Ok(change_of(task, b))),
         Some(m) if b["refused"] == true => Ok(Err(WorkError::Refused(m.to_string()))),
+        // A change its secrets refused keeps each find (never the secret).
+        Some(_) if b["secrets"].as_array().is_some_and(|s| !s.is_empty()) => {
+            Ok(Err(WorkError::Secrets(secrets_of(&b["secrets"]))))
+        }
         Some(_) => Err(format!(
             "the change at seq {} keeps only the text of a failed commit, not the failure itself",
             e.seq
         )),
     }
+}
+
+/// The secrets a refused change's entry keeps (`secrets`: path, line, rule, fingerprint).
+fn secrets_of(v: &J) -> Vec<SecretFound> {
+    let s = |f: &J, k: &str| f[k].as_str().unwrap_or_default().to_string();
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| SecretFound {
+            path: s(f, "path"),
+            line: f["line"].as_u64().unwrap_or(0),
+            rule: s(f, "rule"),
+            fingerprint: s(f, "fingerprint"),
+        })
+        .collect()
 }
 
 impl Answers {
@@ -364,6 +408,50 @@ impl Workbench for ReplayBench {
             Some(given) => given,
             None => a.missing(format!("a commit of task {}", tree.task)),
         }
+    }
+
+    /// A dispatched worker's commit: screened again from the commit as the repository holds
+    /// it, by the writer's own rule ([`Merges::screened`]); only the commit the writer made of
+    /// it (whose id holds its date, the world's) and its diff come from the `change` entry.
+    /// Where the commit is not here, the whole answer is the record's.
+    fn commit_made(
+        &self,
+        tree: &TaskTree,
+        made: &str,
+        author: &Author,
+        tie: &Tie,
+        subject: &str,
+        rules: &CommitRules<'_>,
+    ) -> Result<Change, WorkError> {
+        // A result that names no commit goes out as its start: the record answers.
+        let screened = match &self.merges {
+            Some(m) if made != tree.start => m.screened(&tree.start, made, rules),
+            _ => None,
+        };
+        let recorded = self.commit(tree, author, tie, subject, rules);
+        let Some((made_tree, screens)) = screened else {
+            return recorded;
+        };
+        let links_out = screens?;
+        Ok(match recorded {
+            Ok(c) => Change {
+                tree: made_tree,
+                links_out,
+                ..c
+            },
+            // Refused in the record, where the screens pass: the change the writer would have
+            // committed, named by the worker's commit (the writer's own is not made again).
+            Err(_) => Change {
+                task: tree.task.clone(),
+                base: tree.start.clone(),
+                commit: Some(made.to_string()),
+                tree: made_tree,
+                files: Vec::new(),
+                diff: String::new(),
+                truncated: false,
+                links_out,
+            },
+        })
     }
 
     fn check(
@@ -562,22 +650,44 @@ fn taken_up(view: &[Recorded]) -> BTreeSet<String> {
     out
 }
 
+/// The change commits the run branch held, as the whole record `run` says: its merges' in a
+/// `legacy` run, else its `integrated` entries'.
+fn recorded_branch(run: &[Recorded], legacy: bool) -> Result<BTreeSet<String>, String> {
+    if legacy {
+        return Ok(Answers::read(run)?
+            .integrations
+            .into_values()
+            .flatten()
+            .filter_map(Result::ok)
+            .collect());
+    }
+    // What the run branch held is what the record witnessed integrated: a change a killed
+    // writer never integrated (or whose integration a resume undid) is not.
+    Ok(run
+        .iter()
+        .filter(|e| e.kind == kind::INTEGRATED)
+        .filter_map(|e| e.payload["commit"].as_str().map(str::to_string))
+        .collect())
+}
+
 /// The work options of a replayed run whose request (`run[0]`) recorded `work`, answering
 /// from the entries of `view` (the part of the run being replayed, which starts at seq
 /// `from`), and its workbench (for the calls it could not answer); `None` for a run that did
 /// not work in the repository. A run that recorded its integrations is merged again in
-/// `merges`, and refused without one.
+/// `merges`, and refused without one. `part`: the count of entries the part writes, and how
+/// many the record holds of it.
 pub(super) fn options(
     run: &[Recorded],
     view: &[Recorded],
     from: u64,
     merges: Option<&Arc<dyn Merges>>,
+    part: (super::phases::Written, usize),
 ) -> Result<Option<(WorkOptions, Arc<ReplayBench>)>, String> {
     let Some(w) = run[0].payload.get("work") else {
         return Ok(None);
     };
     let legacy = !crate::run::work_state::witnessed(w);
-    let (ledger, dispatch) = super::dispatched::of(run, view, merges.cloned())?;
+    let (ledger, dispatch) = super::dispatched::of(run, view, merges.cloned(), part)?;
     let remerged = match (legacy, merges) {
         (true, _) => None,
         (false, Some(m)) => Some(Mutex::new(remerged(run, view, from, m)?)),
@@ -595,25 +705,12 @@ pub(super) fn options(
             dirty: string_list(&w["dirty"]),
         },
         answers: Mutex::new(Answers::read(view)?),
-        branch: if legacy {
-            Answers::read(run)?
-                .integrations
-                .into_values()
-                .flatten()
-                .filter_map(Result::ok)
-                .collect()
-        } else {
-            // What the run branch held is what the record witnessed integrated: a change a
-            // killed writer never integrated (or whose integration a resume undid) is not.
-            run.iter()
-                .filter(|e| e.kind == kind::INTEGRATED)
-                .filter_map(|e| e.payload["commit"].as_str().map(str::to_string))
-                .collect()
-        },
+        branch: recorded_branch(run, legacy)?,
         carried: Arc::new(Mutex::new(super::edit::Carried::read(view)?)),
         remerged,
         taken_up: taken_up(view),
         dispatch: dispatch.clone(),
+        merges: merges.cloned(),
         starts: Mutex::new(super::dispatched::starts(view)),
     });
     // The editing worker's bounds, as the request's options record them when given.

@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use super::claude::CEILING_USAGE;
 use super::fixture::Fixture;
-use super::forum::{MODEL, orchestrator, payloads};
+use super::forum::{MODEL, forum_json, orchestrator, payloads};
 use super::model::{ModelServer, Script};
 use super::{agent_cli, timed};
 
@@ -173,6 +173,9 @@ struct Ceilinged {
     seen: BTreeMap<u32, (u32, String)>,
     /// The marker, `NAME=VALUE`.
     entry: String,
+    /// `git forum` as the run was driven: its `PATH` and the agent's variables.
+    path: String,
+    vars: Vec<(&'static str, String)>,
 }
 
 impl Ceilinged {
@@ -185,6 +188,122 @@ impl Ceilinged {
             self.server.summary(),
             payloads(&self.f, "result")
         )
+    }
+
+    /// `git forum ARGS` in the project, with the environment the run had.
+    fn forum(&self, args: &[&str]) -> Output {
+        let f = &self.f;
+        let mut cmd = timed(600, Path::new(env!("CARGO_BIN_EXE_git-forum")));
+        cmd.current_dir(&f.project)
+            .env("HOME", &f.home)
+            .env("PATH", &self.path)
+            .env("VIRTUAL_ENV", &f.venv)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+            .env("GIT_FORUM_CACHE_DIR", f.dir().join("cache"))
+            .env("GIT_FORUM_STATE_DIR", f.dir().join("state"))
+            .args(args);
+        let (name, value) = self.entry.split_once('=').unwrap();
+        cmd.env(name, value);
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    /// The seq of the run's request.
+    fn run_seq(&self) -> u64 {
+        let log = forum_json(&self.f, &["log"]);
+        log.as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["kind"] == "request")
+            .filter_map(|e| e["seq"].as_u64())
+            .min()
+            .unwrap_or_else(|| panic!("no request in the ledger: {log}"))
+    }
+
+    /// `git forum [--ledger LEDGER] replay RUN --strict --json`: its exit code and report.
+    /// The command unshares the network itself, as it does for every replay.
+    fn replay(&self, ledger: Option<&str>) -> (Option<i32>, Value) {
+        let run = self.run_seq().to_string();
+        let mut args = ledger.map_or(vec![], |l| vec!["--ledger", l]);
+        args.extend(["replay", &run, "--strict", "--json"]);
+        let o = self.forum(&args);
+        let r = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            panic!(
+                "replay --json: {e}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+        (o.status.code(), r)
+    }
+
+    /// The seq and body of each entry of `kind` in the ledger, oldest first.
+    fn entries(&self, kind: &str) -> Vec<(u64, Value)> {
+        let out = self.f.dir().join("export");
+        let _ = std::fs::remove_dir_all(&out);
+        let o = self.forum(&["export", out.to_str().unwrap()]);
+        assert!(o.status.success(), "export: {o:?}");
+        crate::spend::read_export(&out)
+            .into_iter()
+            .filter(|(e, _)| e["kind"] == kind)
+            .map(|(e, b)| (e["seq"].as_u64().unwrap(), b))
+            .collect()
+    }
+
+    /// The ledger with `edit` applied to the body of entry `seq`, re-hashed so it verifies,
+    /// imported as the ledger `forged`.
+    fn import_forged(&self, seq: u64, edit: impl Fn(&mut Value)) {
+        let out = self.f.dir().join("export");
+        let _ = std::fs::remove_dir_all(&out);
+        let o = self.forum(&["export", out.to_str().unwrap()]);
+        assert!(o.status.success(), "export: {o:?}");
+        let forged = crate::strict_replay::rehashed(crate::spend::read_export(&out), |at, b| {
+            if at == seq {
+                edit(b);
+            }
+        });
+        let dir = self.f.dir().join(format!("forged-{seq}"));
+        crate::strict_replay::export(&forged, &dir);
+        let dir = dir.to_str().unwrap();
+        for args in [
+            &["--ledger", "forged", "import", dir][..],
+            &["--ledger", "forged", "verify"],
+        ] {
+            let o = self.forum(args);
+            assert!(o.status.success(), "{args:?}: {o:?}");
+        }
+    }
+
+    /// The stopped run replays strictly, without a network, with no divergence.
+    fn replays(&self) {
+        let (code, r) = self.replay(None);
+        crate::strict_replay_work::no_divergence(code, &r);
+        let net = r["network"].as_str().unwrap_or("");
+        assert!(
+            ["bwrap", "unshare -rn", "unshare -n"].contains(&net),
+            "replayed with no network namespace: {r}"
+        );
+    }
+
+    /// The budget stop after the forwarder's, edited to name the other ceiling in a copy of
+    /// the ledger, is the divergence at its seq.
+    fn edited_stop_diverges(&self, other: &str) {
+        let (at, stop) = self
+            .entries("budget")
+            .pop()
+            .unwrap_or_else(|| panic!("no budget stop\n{}", self.context()));
+        assert_ne!(stop["ceiling"], other, "{stop}");
+        self.import_forged(at, |b| b["ceiling"] = other.into());
+        let (code, r) = self.replay(Some("forged"));
+        assert_eq!(code, Some(1), "{r}");
+        assert_eq!(r["divergence"]["seq"], at, "{r}");
     }
 
     /// T1's result.
@@ -251,28 +370,21 @@ fn under_ceiling(agent: &Agent, program: &Path, flags: &[&str], seat: &str) -> C
         f.venv.join("bin").display(),
         program.parent().unwrap().display()
     );
-    let (name, value) = entry.split_once('=').unwrap();
-    let forum = |args: &[&str]| {
-        let mut cmd = timed(600, Path::new(env!("CARGO_BIN_EXE_git-forum")));
-        cmd.current_dir(&f.project)
-            .env("HOME", &f.home)
-            .env("PATH", &path)
-            .env("VIRTUAL_ENV", &f.venv)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-            .env("GIT_FORUM_CACHE_DIR", f.dir().join("cache"))
-            .env("GIT_FORUM_STATE_DIR", f.dir().join("state"))
-            .env(name, value)
-            .args(args);
-        for (k, v) in agent.vars(&server) {
-            cmd.env(k, v);
-        }
-        cmd.output().unwrap()
+    let vars = agent.vars(&server);
+    let mut r = Ceilinged {
+        f,
+        server,
+        out: Output {
+            status: Default::default(),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        },
+        seen: BTreeMap::new(),
+        entry,
+        path,
+        vars,
     };
+    let forum = |args: &[&str]| r.forum(args);
     // The plan, with no ceiling; the run pauses before its first wave.
     let planned = forum(&[
         "submit",
@@ -297,15 +409,9 @@ fn under_ceiling(agent: &Agent, program: &Path, flags: &[&str], seat: &str) -> C
     // The work, under the ceiling.
     let mut args = vec!["resume", "--json"];
     args.extend(flags);
-    let out = forum(&args);
-    let seen = seen.lock().unwrap().clone();
-    Ceilinged {
-        f,
-        server,
-        out,
-        seen,
-        entry,
-    }
+    r.out = forum(&args);
+    r.seen = seen.lock().unwrap().clone();
+    r
 }
 
 /// What every agent's stopped run must show: exit 4 and `stopped_on_ceiling`, the task failed
@@ -390,6 +496,10 @@ fn token_ceiling(agent: &Agent, var: &str) {
     let r = under_ceiling(agent, &program, &["--max-tokens", "2000"], "");
     let result = assert_stopped_mid_run(&r, "tokens");
     assert_token_overshoot(&result);
+    r.replays();
+    if agent.preset == "claude" {
+        r.edited_stop_diverges("max_cost_usd");
+    }
 }
 
 #[test]
@@ -431,6 +541,8 @@ fn heavy_claude_code_is_stopped_mid_run_at_a_dollar_ceiling_priced_at_the_seat()
     // Ours is the forwarder's count at the seat's prices.
     let ours = result["usage"]["cost_usd"].as_f64().unwrap();
     assert!((ours - cost).abs() < 1e-9, "{result}");
+    r.replays();
+    r.edited_stop_diverges("max_tokens");
 }
 
 #[test]
