@@ -137,6 +137,10 @@ pub struct HaltMessage {
     pub by: String,
     /// Why.
     pub reason: String,
+    /// The halt is over: the run was resumed, and the tasks it sends from now on are to be
+    /// done (a worker that heard the halt forgets it). Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lifted: bool,
 }
 
 impl HaltMessage {

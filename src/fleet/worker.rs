@@ -244,6 +244,11 @@ impl Worker<'_> {
         };
         {
             let mut runs = self.halts.runs.lock().unwrap_or_else(|p| p.into_inner());
+            if h.lifted {
+                // Resumed: the run's tasks from now on are to be done.
+                runs.retain(|r| *r != h.run);
+                return;
+            }
             if !runs.contains(&h.run) {
                 if runs.len() >= REMEMBERED_HALTS {
                     runs.pop_front();

@@ -193,6 +193,21 @@ impl NatsDispatch {
 }
 
 impl Inner {
+    /// Tells the workers listening that run `run` was halted (`lifted`: that its halt is
+    /// over).
+    fn announce_halt(&self, run: u64, by: &str, reason: &str, lifted: bool) -> Result<(), String> {
+        let m = protocol::HaltMessage {
+            schema: protocol::HALT_SCHEMA.into(),
+            ledger: self.ledger.clone(),
+            run,
+            by: by.to_string(),
+            reason: reason.to_string(),
+            lifted,
+        };
+        self.conn
+            .announce(&protocol::halt_subject(&self.ledger, run), m.to_bytes())
+    }
+
     /// Routes one message of the results consumer: refused (terminated, one line on standard
     /// error) unless it is a result of this run for an attempt issued here. A message already
     /// witnessed is acknowledged; one routed but not yet witnessed waits for `settle`.
@@ -334,6 +349,10 @@ impl Dispatch for NatsDispatch {
                 },
             );
         }
+        // Workers that heard the run halted forget it: what the resumed run sends is theirs.
+        if let Err(e) = i.announce_halt(run, "resume", "the run was resumed", true) {
+            eprintln!("git forum: workers that heard the run's halt were not told it is over: {e}");
+        }
         self.listen(run)
     }
 
@@ -360,17 +379,7 @@ impl Dispatch for NatsDispatch {
         if let Err(e) = i.conn.purge(&protocol::task_subject(&i.ledger, run)) {
             eprintln!("git forum: {e}");
         }
-        let m = protocol::HaltMessage {
-            schema: protocol::HALT_SCHEMA.into(),
-            ledger: i.ledger.clone(),
-            run,
-            by: by.to_string(),
-            reason: reason.to_string(),
-        };
-        if let Err(e) = i
-            .conn
-            .announce(&protocol::halt_subject(&i.ledger, run), m.to_bytes())
-        {
+        if let Err(e) = i.announce_halt(run, by, reason, false) {
             eprintln!("git forum: the halt did not reach the workers: {e}");
         }
     }

@@ -225,7 +225,10 @@ fn a_wave_shipped_early_goes_out_in_plan_order_and_one_worker_answers_in_it() {
         assert_eq!(sent, plan, "the tasks went out in plan order");
         let (merged, results) = merges_and_results(repo);
         let answered: Vec<&str> = results.iter().map(|(t, _)| t.as_str()).collect();
-        assert_eq!(answered, plan, "the worker answered in the order they went out");
+        assert_eq!(
+            answered, plan,
+            "the worker answered in the order they went out"
+        );
         let order: Vec<&str> = merged.iter().map(|(t, _)| t.as_str()).collect();
         assert_eq!(order, plan);
         repo.forum_ok(&["verify", "--deep"]);
