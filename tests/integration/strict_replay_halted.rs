@@ -20,9 +20,21 @@ use crate::dispatch_nats::{
 use crate::strict_replay_work::{import_forged_as, no_divergence, strict};
 use crate::work_run::payloads;
 
-/// Records [`TWO`] dispatched to one worker whose model holds its first task, stopped by
-/// `stop` (given the running writer) once the worker holds it; the `halted` entry.
-fn record_stopped(repo: &Repo, stop: impl FnOnce(&Repo, &Submitted)) -> serde_json::Value {
+/// [`TWO`] dispatched to one worker (named `w`, in clone `c`) whose model holds its first
+/// task until the test writes `release(&mark)`, the run going on; returned once the worker
+/// holds that task.
+struct Held {
+    server: NatsServer,
+    _bare: tempfile::TempDir,
+    /// The plain model.
+    m: String,
+    c: tempfile::TempDir,
+    mark: std::path::PathBuf,
+    w: crate::dispatch_nats::Killed,
+    run: Submitted,
+}
+
+fn held(repo: &Repo) -> Held {
     let server = NatsServer::start();
     let (_bare, url) = shared(repo);
     let m = model(repo, TWO);
@@ -40,6 +52,28 @@ fn record_stopped(repo: &Repo, stop: impl FnOnce(&Repo, &Submitted)) -> serde_js
     crate::common::wait_until("the worker to hold a task", Duration::from_secs(60), || {
         mark.exists()
     });
+    Held {
+        server,
+        _bare,
+        m,
+        c,
+        mark,
+        w,
+        run,
+    }
+}
+
+/// Records [`TWO`] dispatched to one worker whose model holds its first task, stopped by
+/// `stop` (given the running writer) once the worker holds it; the `halted` entry.
+fn record_stopped(repo: &Repo, stop: impl FnOnce(&Repo, &Submitted)) -> serde_json::Value {
+    let Held {
+        server,
+        _bare,
+        c,
+        w,
+        run,
+        ..
+    } = held(repo);
     stop(repo, &run);
     let (ok, j, err) = finish(run);
     assert!(!ok, "{j}");
@@ -102,23 +136,15 @@ fn a_dispatched_run_whose_writer_got_ctrl_c_while_a_worker_held_a_task_replays()
 #[test]
 fn a_dispatched_run_resumed_after_a_halt_sends_fresh_attempts_replays_and_an_edit_after_diverges() {
     on_each_kind(|repo| {
-        let server = NatsServer::start();
-        let (_bare, url) = shared(repo);
-        let m = model(repo, TWO);
-        let c = clone(&url);
-        let mark = c.path().join("started");
-        let slow = slow_model(c.path(), &m, &mark);
-        let w = worker(
-            repo,
-            c.path(),
-            &server,
-            &slow,
-            &["--name", "w", "--no-sandbox"],
-        );
-        let run = submit(repo, &server, &m);
-        crate::common::wait_until("the worker to hold a task", Duration::from_secs(60), || {
-            mark.exists()
-        });
+        let Held {
+            server,
+            _bare,
+            m,
+            c,
+            mark,
+            w,
+            run,
+        } = held(repo);
         repo.forum_ok(&["halt", "--reason", "stop", "--by", "ada"]);
         let (_, j, err) = finish(run);
         assert_eq!(j["exit"]["name"], "halted", "{j}\n{err}");
