@@ -182,12 +182,22 @@ fn shown(v: &J) -> String {
 
 /// The first entry (by recorded seq) where the replay decided otherwise, or the first entry
 /// the replay wrote that the record lacks; `None` when they agree throughout.
+///
+/// A task the replay never started (it wrote nothing of the task's line) gives way to an entry
+/// after it that the replay wrote otherwise: a wave's task is not started once another of its
+/// tasks failed, and whether its thread had started by then is the machine's timing, not a
+/// decision, so the divergence that stopped the run is the one to name. When the replay wrote
+/// nothing of the entries after it either (it did not run that part), the unstarted task is
+/// named.
 pub fn first_divergence(recorded: &[Recorded], recomputed: &[Recorded]) -> Option<Divergence> {
     let (rec_at, new_at) = (places(recorded), places(recomputed));
     let rec_seq: BTreeMap<u64, &Recorded> = recorded.iter().map(|e| (e.seq, e)).collect();
     let new_seq: BTreeMap<u64, &Recorded> = recomputed.iter().map(|e| (e.seq, e)).collect();
     let new_by_place: BTreeMap<&Place, &Recorded> =
         recomputed.iter().map(|e| (&new_at[&e.seq], e)).collect();
+    let started: std::collections::BTreeSet<&str> =
+        new_at.values().map(|(line, _)| line.as_str()).collect();
+    let mut unstarted = None;
     for e in recorded {
         let place = &rec_at[&e.seq];
         let was = decided(e, &rec_at, &rec_seq);
@@ -196,16 +206,29 @@ pub fn first_divergence(recorded: &[Recorded], recomputed: &[Recorded]) -> Optio
             as_recorded(&was, &mut now);
             now
         });
-        if now.as_ref() != Some(&was) {
-            return Some(Divergence {
-                seq: e.seq,
-                recorded: shown(&was),
-                recomputed: now.map_or_else(
-                    || "nothing: the replay wrote no such entry".into(),
-                    |n| shown(&n),
-                ),
-            });
+        if now.as_ref() == Some(&was) {
+            continue;
         }
+        let d = Divergence {
+            seq: e.seq,
+            recorded: shown(&was),
+            recomputed: now
+                .as_ref()
+                .map_or_else(|| "nothing: the replay wrote no such entry".into(), shown),
+        };
+        let task_line = place.0.starts_with("task ");
+        if now.is_none() && task_line && !started.contains(place.0.as_str()) {
+            unstarted.get_or_insert(d);
+            continue;
+        }
+        // Another entry missing: the replay ran otherwise from the task it did not start.
+        return match (&now, unstarted) {
+            (None, Some(first)) => Some(first),
+            _ => Some(d),
+        };
+    }
+    if unstarted.is_some() {
+        return unstarted;
     }
     let rec_places: Vec<&Place> = rec_at.values().collect();
     let extra = recomputed
@@ -256,6 +279,47 @@ mod tests {
             e(6, "result", Some(5), edited),
         ];
         assert_eq!(first_divergence(&rec, &new).map(|d| d.seq), Some(6));
+    }
+
+    #[test]
+    fn a_task_the_replay_never_started_is_named_only_when_nothing_else_diverged() {
+        let task = |seq, id: &str| e(seq, "task", Some(1), json!({"id": id}));
+        let result =
+            |seq, id: &str, ok| e(seq, "result", Some(seq - 2), json!({"id": id, "ok": ok}));
+        let rec = vec![
+            e(1, "plan", None, json!({"tasks": 2})),
+            task(2, "T1"),
+            task(3, "T2"),
+            result(4, "T1", true),
+            result(5, "T2", true),
+        ];
+        // T1's result decided otherwise and the run stopped before T2's thread started.
+        let new = vec![rec[0].clone(), rec[1].clone(), result(4, "T1", false)];
+        assert_eq!(first_divergence(&rec, &new).map(|d| d.seq), Some(4));
+        // T2 never started and nothing else differs: T2's first entry is named.
+        let new = vec![rec[0].clone(), rec[1].clone(), rec[3].clone()];
+        let d = first_divergence(&rec, &new).unwrap();
+        assert_eq!(d.seq, 3);
+        assert_eq!(d.recomputed, "nothing: the replay wrote no such entry");
+        // A task that started and then wrote less is named where it stopped.
+        let new = vec![
+            rec[0].clone(),
+            rec[1].clone(),
+            rec[2].clone(),
+            result(4, "T1", false),
+        ];
+        assert_eq!(first_divergence(&rec, &new).map(|d| d.seq), Some(4));
+        let new = vec![
+            rec[0].clone(),
+            rec[1].clone(),
+            rec[2].clone(),
+            rec[3].clone(),
+        ];
+        assert_eq!(first_divergence(&rec, &new).map(|d| d.seq), Some(5));
+        // Neither task's later entries written (the replay did not run that part): the
+        // unstarted task comes first.
+        let new = vec![rec[0].clone(), rec[1].clone()];
+        assert_eq!(first_divergence(&rec, &new).map(|d| d.seq), Some(3));
     }
 
     #[test]
