@@ -19,6 +19,7 @@ use crate::exec::{Executor, command};
 use crate::ledger::canonical::Value;
 use crate::ledger::{Entry, kind};
 use crate::plan::Task;
+use crate::run::work_state::Unkept;
 
 use super::claimed::{Made, claimed_runs};
 use super::commit_message;
@@ -44,14 +45,14 @@ impl Run<'_, '_> {
     /// Opens the workbench of run `run_seq` with `checks` (from the options or the record), at
     /// `base` when the run recorded one, and makes it the run's; `legacy` for a run recorded
     /// before integrations and gate replies were witnessed (see [`super::WorkOptions::legacy`]),
-    /// `unkept` for one recorded before the gate's reply over attempts was (see
-    /// [`super::WorkOptions::unkept_attempt_reply`]).
+    /// `unkept`: what a run recorded by an older version did not keep (see
+    /// [`super::work_state::Unkept`]).
     pub(super) fn open_work(
         &self,
         run_seq: u64,
         base: Option<&str>,
         checks: Vec<String>,
-        (legacy, unkept): (bool, bool),
+        (legacy, unkept): (bool, Unkept),
     ) -> Result<(), RunError> {
         let w = self
             .make_work(run_seq, base, checks, (legacy, unkept))?
@@ -68,7 +69,7 @@ impl Run<'_, '_> {
         run_seq: u64,
         base: Option<&str>,
         checks: Vec<String>,
-        (legacy, unkept): (bool, bool),
+        (legacy, unkept): (bool, Unkept),
     ) -> Result<Result<WorkRun, WorkError>, RunError> {
         let Some(o) = &self.opts.work else {
             return Err(RunError::Work(
@@ -115,7 +116,14 @@ impl Run<'_, '_> {
             verification: o.verification,
             limits: o.limits,
             legacy: o.legacy || legacy,
-            keeps_attempt_reply: !(o.legacy || legacy || o.unkept_attempt_reply || unkept),
+            keeps_attempt_reply: !(o.legacy
+                || legacy
+                || o.unkept.attempt_reply
+                || unkept.attempt_reply),
+            keeps_refused_tree: !(o.legacy
+                || legacy
+                || o.unkept.refused_tree
+                || unkept.refused_tree),
             sending: Mutex::new(None),
         }))
     }
@@ -136,7 +144,7 @@ impl Run<'_, '_> {
         for attempt in 0..ATTEMPTS {
             let pause = std::time::Duration::from_millis(5 + 5 * u64::from(attempt.min(10)));
             let next = lock(&self.store).len()?;
-            let w = match self.make_work(next, base, checks.to_vec(), (false, false))? {
+            let w = match self.make_work(next, base, checks.to_vec(), (false, Unkept::default()))? {
                 Ok(w) => w,
                 Err(WorkError::Busy(_)) => {
                     std::thread::sleep(pause);
@@ -369,7 +377,7 @@ impl Run<'_, '_> {
         };
         let committed = w.in_shared_turn(|| match made {
             Made::Tree(tree) => w.bench.commit(tree, &author, &tie, &head, &rules),
-            Made::Claimed { tree, commit, .. } => w
+            Made::Claimed { tree, commit, .. } | Made::Brought { tree, commit } => w
                 .bench
                 .commit_made(tree, commit, &author, &tie, &head, &rules),
         });
@@ -424,7 +432,7 @@ impl Run<'_, '_> {
         commands.extend(criteria_commands(task));
         let claimed = match made {
             Made::Claimed { result, .. } => claimed_runs(&commands, &result.checks),
-            Made::Tree(_) => Vec::new(),
+            Made::Tree(_) | Made::Brought { .. } => Vec::new(),
         };
         let mut all_ok = true;
         for (i, cmd) in commands.into_iter().enumerate() {
@@ -472,8 +480,12 @@ impl Run<'_, '_> {
         let mut body = json!({"task": task.id, "base": tree.start, "commit": null, "error": work_error_line(e)});
         match e {
             WorkError::Refused(_) => body["refused"] = json!(true),
-            WorkError::Secrets(found) => {
+            WorkError::Secrets { found, tree } => {
                 body["secrets"] = found.iter().map(|f| f.payload()).collect();
+                // The tree it was staged as, for a strict replay to screen again.
+                if let (Some(t), true) = (tree, w.keeps_refused_tree) {
+                    body["tree"] = json!(t);
+                }
             }
             _ => {}
         }

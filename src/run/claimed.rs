@@ -19,12 +19,17 @@ pub(super) enum Made<'a> {
         commit: &'a str,
         result: &'a ResultMessage,
     },
+    /// A dispatched task's worker's commit (checked as for [`Made::Claimed`]) when the writer
+    /// runs the checks itself: the change is screened and committed from the commit, by the
+    /// one rule a worker's commit goes through, and its checks run in `tree`, the writer's own
+    /// worktree of the task, which holds the commit's tree.
+    Brought { tree: &'a TaskTree, commit: &'a str },
 }
 
 impl<'a> Made<'a> {
     pub(super) fn tree(self) -> &'a TaskTree {
         match self {
-            Made::Tree(tree) | Made::Claimed { tree, .. } => tree,
+            Made::Tree(tree) | Made::Claimed { tree, .. } | Made::Brought { tree, .. } => tree,
         }
     }
 }

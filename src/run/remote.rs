@@ -116,8 +116,8 @@ impl Run<'_, '_> {
     /// ([`own_checks`], or a result whose checks are not of its commit), the task gets a
     /// worktree here (opened while the worker works, after the task went out, so a wave's
     /// tasks are published without waiting on each other's worktrees) and the commit's tree
-    /// is put in it; otherwise no worktree: the commit is made from the worker's tree and the
-    /// checks are the worker's claims.
+    /// is put in it for the checks; otherwise no worktree, and the checks are the worker's
+    /// claims. Either way the change is screened and committed from the worker's commit.
     pub(super) fn remote_task(
         &self,
         d: &dyn Dispatch,
@@ -198,9 +198,9 @@ impl Run<'_, '_> {
     }
 
     /// Witnesses the change of the worker's result `r` (its commit checked already) for the
-    /// task `task` (`name`: its name in refs; `start`: the commit it went out on): read from
-    /// `tree` when it has a worktree here (its checks run in it), else from the worker's
-    /// commit with the worker's claims of its checks.
+    /// task `task` (`name`: its name in refs; `start`: the commit it went out on), read from
+    /// the worker's commit: its checks run in `tree` when it has a worktree here, else they are
+    /// the worker's claims.
     #[allow(clippy::too_many_arguments)]
     fn witness_result(
         &self,
@@ -220,7 +220,10 @@ impl Run<'_, '_> {
             named: false,
         };
         let made = match tree {
-            Some(tree) => Made::Tree(tree),
+            Some(tree) => Made::Brought {
+                tree,
+                commit: r.commit.as_deref().unwrap_or(start),
+            },
             None => Made::Claimed {
                 tree: &named,
                 commit: r.commit.as_deref().unwrap_or(start),

@@ -356,7 +356,7 @@ fn reopen_work(
     // A run recorded before its integrations (or its gate's replies over attempts) were
     // witnessed goes on as it was recorded.
     let legacy = !super::work_state::witnessed(&record);
-    let unkept = !super::work_state::keeps_attempt_reply(&record);
+    let unkept = super::work_state::Unkept::of(&record);
     run.open_work(
         request_seq,
         record.get("base").and_then(Value::as_str),

@@ -68,10 +68,32 @@ pub(crate) struct WorkOptions {
     /// replies were witnessed ([`WITNESSES`] missing from its request): neither is written,
     /// as that run wrote neither. Always false for a live run.
     pub(crate) legacy: bool,
-    /// A strict replay (or a resume) of a run recorded before the pre-ship gate's raw reply
-    /// over attempts was witnessed ([`ATTEMPT_REPLY`] missing from its request): no
-    /// `attempt_choice` keeps it, as that run's kept none. Always false for a live run.
-    pub(crate) unkept_attempt_reply: bool,
+    /// A strict replay (or a resume) of a run recorded before some of what a run witnesses now
+    /// was kept ([`Unkept`]): it keeps none of it either, as that run kept none. Nothing for a
+    /// live run.
+    pub(crate) unkept: Unkept,
+}
+
+/// What a run recorded by an older version did not keep, which a strict replay or a resume of
+/// it keeps none of either, as its request's `work.witnesses` says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Unkept {
+    /// The pre-ship gate's raw reply over attempts ([`ATTEMPT_REPLY`] missing): no
+    /// `attempt_choice` keeps it.
+    pub(crate) attempt_reply: bool,
+    /// The tree a change refused for its secrets was staged as ([`REFUSED_TREE`] missing): no
+    /// refused `change` names it.
+    pub(crate) refused_tree: bool,
+}
+
+impl Unkept {
+    /// What the request's `work` record `work` says its run did not keep.
+    pub(crate) fn of(work: &Value) -> Unkept {
+        Unkept {
+            attempt_reply: !keeps_attempt_reply(work),
+            refused_tree: !lists(work, REFUSED_TREE),
+        }
+    }
 }
 
 /// What a `--work` run witnesses beyond its decisions, as its request's `work.witnesses`
@@ -84,11 +106,21 @@ pub(crate) const WITNESSES: [&str; 2] = ["integration", "gate_reply"];
 /// replay parses the choice again from it.
 pub(crate) const ATTEMPT_REPLY: &str = "attempt_reply";
 
+/// What a `--work` run witnesses since a change refused for its secrets keeps the tree it was
+/// staged as (a refused `change` entry's `tree`), listed after [`ATTEMPT_REPLY`]: a strict
+/// replay screens that tree again.
+pub(crate) const REFUSED_TREE: &str = "refused_tree";
+
 /// Whether a request's `work` record lists [`ATTEMPT_REPLY`].
 pub(crate) fn keeps_attempt_reply(work: &Value) -> bool {
+    lists(work, ATTEMPT_REPLY)
+}
+
+/// Whether a request's `work` record lists the witness `what`.
+fn lists(work: &Value, what: &str) -> bool {
     work["witnesses"]
         .as_array()
-        .is_some_and(|l| l.iter().any(|x| x == ATTEMPT_REPLY))
+        .is_some_and(|l| l.iter().any(|x| x == what))
 }
 
 /// Whether a request's `work` record lists every one of [`WITNESSES`]: a run recorded before
@@ -148,9 +180,11 @@ pub(super) struct WorkRun {
     pub(super) limits: ChangeLimits,
     /// See [`WorkOptions::legacy`].
     pub(super) legacy: bool,
-    /// Whether an `attempt_choice` keeps the gate's raw reply (see
-    /// [`WorkOptions::unkept_attempt_reply`]).
+    /// Whether an `attempt_choice` keeps the gate's raw reply (see [`Unkept`]).
     pub(super) keeps_attempt_reply: bool,
+    /// Whether a change refused for its secrets keeps the tree it was staged as (see
+    /// [`Unkept`]).
+    pub(super) keeps_refused_tree: bool,
     /// The order the tasks of the wave being shipped early go out in (`None`: any order).
     pub(super) sending: Mutex<Option<Arc<SendOrder>>>,
 }
@@ -394,6 +428,9 @@ pub(super) fn work_record(w: &WorkRun) -> Value {
         let mut witnesses = WITNESSES.to_vec();
         if w.keeps_attempt_reply {
             witnesses.push(ATTEMPT_REPLY);
+        }
+        if w.keeps_refused_tree {
+            witnesses.push(REFUSED_TREE);
         }
         rec["witnesses"] = json!(witnesses);
     }

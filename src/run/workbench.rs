@@ -364,8 +364,13 @@ pub enum WorkError {
     /// limits (the reason, one line).
     Refused(String),
     /// The change adds secrets (where and which rule; never the secret); nothing of it was
-    /// committed.
-    Secrets(Vec<SecretFound>),
+    /// committed. `tree`: the tree it was staged as, where one was written (its objects are in
+    /// the repository but nothing names them, so `git gc` prunes them in time), which a strict
+    /// replay screens again while it is there.
+    Secrets {
+        found: Vec<SecretFound>,
+        tree: Option<String>,
+    },
 }
 
 impl std::fmt::Display for WorkError {
@@ -376,7 +381,7 @@ impl std::fmt::Display for WorkError {
             }
             WorkError::Git(m) => write!(f, "git failed: {m}"),
             WorkError::Io(m) | WorkError::Busy(m) | WorkError::Refused(m) => write!(f, "{m}"),
-            WorkError::Secrets(found) => {
+            WorkError::Secrets { found, .. } => {
                 let at: Vec<String> = found
                     .iter()
                     .take(5)

@@ -358,13 +358,7 @@ impl GitWork {
             return Ok(unchanged);
         }
         let (opened, links_out) = match from {
-            Written::Staged(opened) => {
-                let (secrets, links_out) = self.inspect(&start_tree, written, rules)?;
-                if !secrets.is_empty() {
-                    return Err(WorkError::Secrets(secrets));
-                }
-                (Some(opened), links_out)
-            }
+            Written::Staged(opened) => (Some(opened), self.inspect(&start_tree, written, rules)?),
             Written::Made(links_out) => (None, links_out),
         };
         let name = clean_ident(&format!("{} ({})", author.lane, author.model));

@@ -2,8 +2,9 @@
 //! dispatched task's worker pushed a commit, the writer has checked that it is one commit on
 //! the task's start carrying the attempt's trailer, and what remains is what a worktree's
 //! change goes through before it is committed, done on the two trees: the limits on files and
-//! bytes, the nested repositories, the links that leave, the secrets. Nothing is checked out,
-//! so no worktree is added in the repository's exclusive git turn for it.
+//! bytes, the nested repositories, the links that leave, the secrets. Nothing is checked out
+//! for it: a run checked in full has put the commit's tree in a worktree of its own for the
+//! checks, and only that worktree's HEAD is moved to the change.
 
 use super::hostile::Measured;
 use super::*;
@@ -27,7 +28,14 @@ impl GitWork {
         let repo = self.objects.to_thread_local();
         let links_out = screen_made(&self.common, &repo, &start_tree, &written, rules)?;
         let from = super::git_bench::Written::Made(links_out);
-        self.commit_written(tree, &written, author, tie, subject, rules, from)
+        let change = self.commit_written(tree, &written, author, tie, subject, rules, from)?;
+        // A worktree of the writer's own holds the worker's tree (put there for its checks):
+        // its HEAD goes to the change, so `git status` there is clean for them.
+        let own = lock(&self.opened).get(&tree.path).cloned();
+        if let (Some(opened), Some(commit)) = (own, &change.commit) {
+            self.tree_ok(tree, &opened, &["update-ref", "--no-deref", "HEAD", commit])?;
+        }
+        Ok(change)
     }
 }
 
@@ -52,7 +60,10 @@ pub(crate) fn screen_made(
     measure_trees(common, repo, start_tree, new_tree, &rules.limits)?;
     let (secrets, links_out) = inspect_trees(common, repo, start_tree, new_tree, rules)?;
     if !secrets.is_empty() {
-        return Err(WorkError::Secrets(secrets));
+        return Err(WorkError::Secrets {
+            found: secrets,
+            tree: Some(new_tree.to_string()),
+        });
     }
     Ok(links_out)
 }

@@ -442,16 +442,22 @@ impl GitWork {
         write_tree(|i| self.tree_git(tree, opened, i), &opened.index)
     }
 
-    /// What the change from `start_tree` to `new_tree` adds that may not leave: see
-    /// [`inspect_trees`].
+    /// The links that leave of the change from `start_tree` to `new_tree`, or its refusal for
+    /// what it adds that may not leave ([`inspect_trees`]): the secrets it adds refuse it,
+    /// naming the tree it was staged as.
     fn inspect(
         &self,
         start_tree: &str,
         new_tree: &str,
         rules: &CommitRules<'_>,
-    ) -> Result<(Vec<SecretFound>, Vec<LinkOut>), WorkError> {
+    ) -> Result<Vec<LinkOut>, WorkError> {
         let repo = self.objects.to_thread_local();
-        inspect_trees(&self.common, &repo, start_tree, new_tree, rules)
+        let (found, links_out) = inspect_trees(&self.common, &repo, start_tree, new_tree, rules)?;
+        if !found.is_empty() {
+            let tree = Some(new_tree.to_string());
+            return Err(WorkError::Secrets { found, tree });
+        }
+        Ok(links_out)
     }
 
     /// Moves the worktree `tree` onto its change `commit` (its HEAD, and its index to the one

@@ -114,6 +114,7 @@ mod strict_replay_edit_spend;
 mod strict_replay_failure;
 mod strict_replay_gates;
 mod strict_replay_halted;
+mod strict_replay_local_screens;
 mod strict_replay_merge;
 mod strict_replay_quality;
 mod strict_replay_resumed;

@@ -46,6 +46,7 @@ mod forwarder;
 mod gates;
 mod phases;
 pub mod rules;
+mod screened;
 mod turns;
 mod verifier;
 mod work;

@@ -33,11 +33,16 @@ use crate::run::workbench::{
 
 use super::Recorded;
 
+/// What the record says one commit of a worktree gave, and the commit its `change` entry says
+/// it was made on.
+type Given = (Result<Change, WorkError>, Option<String>);
+
 /// The record's answers to a `--work` run's repository calls, queued per task.
 #[derive(Default)]
 struct Answers {
-    /// Per task: what each commit of its worktree gave, oldest first.
-    commits: BTreeMap<String, VecDeque<Result<Change, WorkError>>>,
+    /// Per task: what each commit of its worktree gave, and the commit its `change` entry says
+    /// it was made on, oldest first.
+    commits: BTreeMap<String, VecDeque<Given>>,
     /// Per task (`run` for the run branch): each check's outcome, oldest first.
     checks: BTreeMap<String, VecDeque<CheckRun>>,
     /// Per task: what each integration of a merged change gave, oldest first.
@@ -190,6 +195,10 @@ pub(super) struct ReplayBench {
     merges: Option<Arc<dyn Merges>>,
     /// A dispatched run's tasks: the commit each was published on, oldest first.
     starts: Mutex<BTreeMap<String, VecDeque<String>>>,
+    /// What a local task's change gave that the replay answered from the record, one line each.
+    from_record: Mutex<Vec<String>>,
+    /// Whether the run kept the tree of each change refused for its secrets.
+    keeps_refused_tree: bool,
 }
 
 /// A check's outcome as its `check` entry keeps it: passed is decided again from the exit.
@@ -213,7 +222,10 @@ fn commit_of(e: &Recorded, task: &str) -> Result<Result<Change, WorkError>, Stri
         Some(m) if b["refused"] == true => Ok(Err(WorkError::Refused(m.to_string()))),
         // A change its secrets refused keeps each find (never the secret).
         Some(_) if b["secrets"].as_array().is_some_and(|s| !s.is_empty()) => {
-            Ok(Err(WorkError::Secrets(secrets_of(&b["secrets"]))))
+            Ok(Err(WorkError::Secrets {
+                found: secrets_of(&b["secrets"]),
+                tree: b["tree"].as_str().map(str::to_string),
+            }))
         }
         Some(_) => Err(format!(
             "the change at seq {} keeps only the text of a failed commit, not the failure itself",
@@ -301,7 +313,8 @@ impl Answers {
                     let given = commit_of(e, &task)?;
                     let c = given.as_ref().ok().and_then(|c| c.commit.clone());
                     commit.insert(task.clone(), c);
-                    a.commits.entry(task).or_default().push_back(given);
+                    let base = b["base"].as_str().map(str::to_string);
+                    a.commits.entry(task).or_default().push_back((given, base));
                 }
                 kind::CHECK => a.checks.entry(task).or_default().push_back(check_of(b)),
                 kind::SHIP if b["decision"] == "merge" => {
@@ -341,6 +354,16 @@ impl ReplayBench {
         }
     }
 
+    /// What the record says the next commit of `tree`'s task gave, and the commit its
+    /// `change` entry says it was made on.
+    fn recorded_commit(&self, tree: &TaskTree) -> Result<Given, WorkError> {
+        let mut a = lock(&self.answers);
+        match a.commits.get_mut(&tree.task).and_then(VecDeque::pop_front) {
+            Some(given) => Ok(given),
+            None => a.missing(format!("a commit of task {}", tree.task)),
+        }
+    }
+
     /// The calls the record had no answer for.
     pub(super) fn unanswered(&self) -> Vec<String> {
         let mut out = lock(&self.answers).unanswered.clone();
@@ -352,10 +375,9 @@ impl ReplayBench {
     /// What the replay answered from the record because this repository lacks it, or the
     /// record was made before it kept what the replay would decide it from.
     pub(super) fn answered_from_record(&self) -> Vec<String> {
-        self.dispatch
-            .iter()
-            .flat_map(|d| d.answered_from_record())
-            .collect()
+        let mut out: Vec<String> = lock(&self.from_record).clone();
+        out.extend(self.dispatch.iter().flat_map(|d| d.answered_from_record()));
+        out
     }
 }
 
@@ -395,19 +417,25 @@ impl Workbench for ReplayBench {
         Ok(given.unwrap_or_else(|| self.base.commit.clone()))
     }
 
+    /// A local task's change: the record's answer, screened again where the repository holds
+    /// what the screens read ([`super::screened`]).
     fn commit(
         &self,
         tree: &TaskTree,
         _: &Author,
         _: &Tie,
         _: &str,
-        _: &CommitRules<'_>,
+        rules: &CommitRules<'_>,
     ) -> Result<Change, WorkError> {
-        let mut a = lock(&self.answers);
-        match a.commits.get_mut(&tree.task).and_then(VecDeque::pop_front) {
-            Some(given) => given,
-            None => a.missing(format!("a commit of task {}", tree.task)),
-        }
+        let (recorded, base) = self.recorded_commit(tree)?;
+        let Some(m) = &self.merges else {
+            return recorded;
+        };
+        let screen = |start: &str, made: &str| m.screened(start, made, rules);
+        let kept = (base.as_deref(), self.keeps_refused_tree);
+        let (answer, line) = super::screened::local(&screen, &tree.task, recorded, kept);
+        lock(&self.from_record).extend(line);
+        answer
     }
 
     /// A dispatched worker's commit: screened again from the commit as the repository holds
@@ -418,9 +446,9 @@ impl Workbench for ReplayBench {
         &self,
         tree: &TaskTree,
         made: &str,
-        author: &Author,
-        tie: &Tie,
-        subject: &str,
+        _: &Author,
+        _: &Tie,
+        _: &str,
         rules: &CommitRules<'_>,
     ) -> Result<Change, WorkError> {
         // A result that names no commit goes out as its start: the record answers.
@@ -428,7 +456,7 @@ impl Workbench for ReplayBench {
             Some(m) if made != tree.start => m.screened(&tree.start, made, rules),
             _ => None,
         };
-        let recorded = self.commit(tree, author, tie, subject, rules);
+        let recorded = self.recorded_commit(tree).and_then(|(given, _)| given);
         let Some((made_tree, screens)) = screened else {
             return recorded;
         };
@@ -712,6 +740,8 @@ pub(super) fn options(
         dispatch: dispatch.clone(),
         merges: merges.cloned(),
         starts: Mutex::new(super::dispatched::starts(view)),
+        from_record: Mutex::default(),
+        keeps_refused_tree: !legacy && !crate::run::work_state::Unkept::of(w).refused_tree,
     });
     // The editing worker's bounds, as the request's options record them when given.
     let given = &run[0].payload["options"];
@@ -739,7 +769,7 @@ pub(super) fn options(
         limits: limits_of(&w["limits"]),
         dispatch: dispatch.map(|d| d as Arc<dyn crate::run::Dispatch>),
         legacy,
-        unkept_attempt_reply: !crate::run::work_state::keeps_attempt_reply(w),
+        unkept: crate::run::work_state::Unkept::of(w),
     };
     Ok(Some((opts, bench)))
 }

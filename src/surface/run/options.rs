@@ -297,7 +297,7 @@ impl RunOptions {
             limits: defaults.limits,
             dispatch: None,
             legacy: false,
-            unkept_attempt_reply: false,
+            unkept: Default::default(),
         })
     }
 
