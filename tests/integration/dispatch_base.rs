@@ -123,32 +123,33 @@ fn a_worker_with_the_base_commit_but_not_its_blob_fetches_the_base_and_does_the_
 
 #[test]
 fn a_worker_whose_clone_lost_a_blob_of_a_commit_its_refs_reach_fetches_the_base_again_whole() {
-    let repo = Repo::new("sha1");
-    let server = NatsServer::start();
-    let (_bare, url) = shared(&repo);
-    let c = clone(&url);
-    let here = c.path().join("c");
-    let base = repo.git_ok(&["rev-parse", "HEAD"]);
-    let blob = repo.git_ok(&["rev-parse", "HEAD:calc.py"]);
-    assert_eq!(git(&here, &["rev-parse", "origin/main"], None), base);
-    // The clone's objects unpacked, and the blob of calc.py at the base removed.
-    let packs = c.path().join("packs");
-    std::fs::rename(here.join(".git/objects/pack"), &packs).unwrap();
-    std::fs::create_dir(here.join(".git/objects/pack")).unwrap();
-    for e in std::fs::read_dir(&packs).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "pack") {
-            git(
-                &here,
-                &["unpack-objects", "-q"],
-                Some(&std::fs::read(&p).unwrap()),
-            );
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        let c = clone(&url);
+        let here = c.path().join("c");
+        let base = repo.git_ok(&["rev-parse", "HEAD"]);
+        let blob = repo.git_ok(&["rev-parse", "HEAD:calc.py"]);
+        assert_eq!(git(&here, &["rev-parse", "origin/main"], None), base);
+        // The clone's objects unpacked, and the blob of calc.py at the base removed.
+        let packs = c.path().join("packs");
+        std::fs::rename(here.join(".git/objects/pack"), &packs).unwrap();
+        std::fs::create_dir(here.join(".git/objects/pack")).unwrap();
+        for e in std::fs::read_dir(&packs).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "pack") {
+                git(
+                    &here,
+                    &["unpack-objects", "-q"],
+                    Some(&std::fs::read(&p).unwrap()),
+                );
+            }
         }
-    }
-    let loose = here.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
-    std::fs::remove_file(loose).unwrap();
-    assert!(has(&here, &format!("{base}^{{commit}}")));
-    assert!(!has(&here, &blob));
-    run_on(&repo, &server, &c, &base);
-    assert!(has(&here, &blob), "{}", logs(&[&c]));
+        let loose = here.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
+        std::fs::remove_file(loose).unwrap();
+        assert!(has(&here, &format!("{base}^{{commit}}")));
+        assert!(!has(&here, &blob));
+        run_on(repo, &server, &c, &base);
+        assert!(has(&here, &blob), "{}", logs(&[&c]));
+    });
 }
