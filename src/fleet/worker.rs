@@ -336,6 +336,12 @@ impl Worker<'_> {
                 return;
             }
         };
+        if p.delivered > 1 {
+            eprintln!(
+                "git forum worker: task {} of run {} (attempt {}) came again (delivery {}): the worker that had it let its lease run out",
+                task.task, task.run, task.attempt, p.delivered
+            );
+        }
         self.report(&task, "working");
         // The renewing thread wakes every third of the lease, and at once when the work ends
         // (its sender dropped): the result goes out without waiting for a tick.

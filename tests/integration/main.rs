@@ -21,6 +21,7 @@ mod ctrl_c;
 mod daemon;
 mod daemon_guard;
 mod demo;
+mod dispatch_base;
 mod dispatch_claimed;
 mod dispatch_cluster;
 mod dispatch_confined;

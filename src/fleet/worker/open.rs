@@ -1,5 +1,7 @@
 //! How a worker opens a task's worktree: the task's base fetched from the remote (unless the
-//! clone has it already), then a detached worktree on it.
+//! clone has it already), then a detached worktree on it; when the worktree cannot be checked
+//! out because objects of the base are missing here, the base is fetched again (see
+//! [`open_with`]).
 
 use std::path::Path;
 
@@ -7,54 +9,58 @@ use super::super::protocol::TaskMessage;
 use super::super::writer::git_line;
 use super::Worker;
 
+/// How a task's base is fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fetch {
+    /// An ordinary fetch: what the clone lacks of the commits its refs reach is sent.
+    Plain,
+    /// `--refetch`: every object, as for a fresh clone, for a base whose objects are gone
+    /// although a ref here reaches it (an ordinary fetch then sends nothing).
+    Again,
+}
+
 impl Worker<'_> {
     /// Fetches `from` of the remote into the local ref `local` (moved whatever it held).
     pub(super) fn fetch_to(&self, from: &str, local: &str) -> Result<String, String> {
+        self.fetch_with(from, local, Fetch::Plain)
+    }
+
+    fn fetch_with(&self, from: &str, local: &str, how: Fetch) -> Result<String, String> {
         let spec = format!("+{from}:{local}");
         // No auto maintenance after each fetch: a worker's commits still trigger it.
-        let args = [
+        let mut args = vec![
             "fetch",
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
             "--no-auto-maintenance",
         ];
-        let remote = self.o.remote.as_str();
-        git_line(
-            &self.o.repo,
-            &[&args[..], &[remote, spec.as_str()]].concat(),
-        )
+        if how == Fetch::Again {
+            args.push("--refetch");
+        }
+        args.extend([self.o.remote.as_str(), spec.as_str()]);
+        git_line(&self.o.repo, &args)
     }
 
     /// Opens a detached worktree at `tree` on the task's base, fetched first unless the clone
     /// has that commit already (the tasks of a wave share their base: one fetch serves them
-    /// all). A commit here whose tree cannot be checked out (objects of a fetch that was cut
-    /// short) is fetched again all the same.
+    /// all). A base whose tree cannot be checked out here is fetched again ([`open_with`]).
     pub(super) fn open(&self, task: &TaskMessage, tree: &Path) -> Result<(), String> {
         let here = format!("{}^{{commit}}", task.base);
         let had = git_line(&self.o.repo, &["cat-file", "-e", &here]).is_ok();
-        if !had {
-            self.fetch_base(task)?;
-        }
         let add = || {
             let _guard = self.turn.lock();
             let path = tree.to_string_lossy();
             let args = ["worktree", "add", "--quiet", "--detach", &path, &task.base];
             git_line(&self.o.repo, &args).map(|_| ())
         };
-        match add() {
-            Err(_) if had => {
-                self.fetch_base(task)?;
-                add()
-            }
-            done => done,
-        }
+        open_with(had, |how| self.fetch_base(task, how), add)
     }
 
     /// Fetches the task's base from the remote and makes sure the ref there held it.
-    fn fetch_base(&self, task: &TaskMessage) -> Result<(), String> {
+    fn fetch_base(&self, task: &TaskMessage, how: Fetch) -> Result<(), String> {
         let local = format!("refs/forum/worker/{}", task.attempt);
-        self.fetch_to(&task.base_ref, &local)
+        self.fetch_with(&task.base_ref, &local, how)
             .map_err(|e| format!("cannot fetch the task's base: {e}"))?;
         let got = git_line(
             &self.o.repo,
@@ -68,5 +74,116 @@ impl Worker<'_> {
             ));
         }
         Ok(())
+    }
+}
+
+/// The steps of opening a worktree, with the fetches (`fetch`) and the checkout (`add`) given:
+/// the base is fetched first unless the clone `had` its commit; when the checkout then fails,
+/// objects of the base may be missing here. A commit here that no ref reaches (written by a
+/// fetch or a copy that was cut short, without all of its tree) is mended by an ordinary fetch,
+/// so that comes first when the fetch was skipped; a base a ref here reaches, with objects
+/// removed since, is not (git sees the commit reachable and sends nothing), so a refetch is the
+/// last try. The error is the last step's.
+fn open_with(
+    had: bool,
+    mut fetch: impl FnMut(Fetch) -> Result<(), String>,
+    mut add: impl FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    if !had {
+        fetch(Fetch::Plain)?;
+    }
+    if add().is_ok() {
+        return Ok(());
+    }
+    if had {
+        fetch(Fetch::Plain)?;
+        if add().is_ok() {
+            return Ok(());
+        }
+    }
+    fetch(Fetch::Again)?;
+    add()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// Runs [`open_with`] where the checkout succeeds from its `ok_from`-th try on (1-based;
+    /// 0: never) and a fetch of the kinds in `failing` fails; returns the outcome and the steps
+    /// taken, in order.
+    fn steps(had: bool, ok_from: usize, failing: &[Fetch]) -> (Result<(), String>, Vec<String>) {
+        let log = RefCell::new(Vec::new());
+        let adds = RefCell::new(0);
+        let out = open_with(
+            had,
+            |how| {
+                log.borrow_mut().push(format!("fetch {how:?}"));
+                if failing.contains(&how) {
+                    Err(format!("{how:?} failed"))
+                } else {
+                    Ok(())
+                }
+            },
+            || {
+                *adds.borrow_mut() += 1;
+                log.borrow_mut().push("add".into());
+                if ok_from != 0 && *adds.borrow() >= ok_from {
+                    Ok(())
+                } else {
+                    Err(format!("add {} failed", adds.borrow()))
+                }
+            },
+        );
+        (out, log.into_inner())
+    }
+
+    #[test]
+    fn a_base_the_clone_lacks_is_fetched_then_checked_out() {
+        let (out, log) = steps(false, 1, &[]);
+        assert_eq!(out, Ok(()));
+        assert_eq!(log, ["fetch Plain", "add"]);
+    }
+
+    #[test]
+    fn a_base_the_clone_has_whole_is_checked_out_without_a_fetch() {
+        let (out, log) = steps(true, 1, &[]);
+        assert_eq!(out, Ok(()));
+        assert_eq!(log, ["add"]);
+    }
+
+    #[test]
+    fn a_base_the_clone_has_without_its_tree_is_fetched_after_the_checkout_failed() {
+        let (out, log) = steps(true, 2, &[]);
+        assert_eq!(out, Ok(()));
+        assert_eq!(log, ["add", "fetch Plain", "add"]);
+    }
+
+    #[test]
+    fn a_base_an_ordinary_fetch_does_not_mend_is_fetched_again_whole() {
+        let (out, log) = steps(true, 3, &[]);
+        assert_eq!(out, Ok(()));
+        assert_eq!(log, ["add", "fetch Plain", "add", "fetch Again", "add"]);
+        // Fetched, yet not checked out: the refetch is the one more try.
+        let (out, log) = steps(false, 2, &[]);
+        assert_eq!(out, Ok(()));
+        assert_eq!(log, ["fetch Plain", "add", "fetch Again", "add"]);
+    }
+
+    #[test]
+    fn a_checkout_that_never_works_or_a_fetch_that_fails_ends_in_its_error() {
+        let (out, log) = steps(true, 0, &[]);
+        assert_eq!(out, Err("add 3 failed".into()));
+        assert_eq!(log, ["add", "fetch Plain", "add", "fetch Again", "add"]);
+        let (out, log) = steps(true, 0, &[Fetch::Plain]);
+        assert_eq!(out, Err("Plain failed".into()));
+        assert_eq!(log, ["add", "fetch Plain"]);
+        let (out, log) = steps(false, 1, &[Fetch::Plain]);
+        assert_eq!(out, Err("Plain failed".into()));
+        assert_eq!(log, ["fetch Plain"]);
+        let (out, log) = steps(true, 0, &[Fetch::Again]);
+        assert_eq!(out, Err("Again failed".into()));
+        assert_eq!(log, ["add", "fetch Plain", "add", "fetch Again"]);
     }
 }
