@@ -212,6 +212,10 @@ pub struct Options {
     /// Heartbeats and the watchdog (`[observe]`): how often the run witnesses a `heartbeat`,
     /// and how long its workers may stay quiet. Both off by default.
     pub(crate) observe: crate::exec::config::ObserveConfig,
+    /// A strict replay of a resume whose entry names no limits (written before a resume kept
+    /// them): the replayed resume names none either. Always false for a live resume, which
+    /// names the limits it runs under.
+    pub(crate) resume_limits_unkept: bool,
 }
 
 impl std::fmt::Debug for Options {

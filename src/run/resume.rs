@@ -186,46 +186,23 @@ fn readable_runs(
 
 /// The body of the `resume` entry of run `request_seq`: the tasks it reuses, the clock reading
 /// a gate's deadline is decided from (`read_at`, when the run's gates have one), and the limits
-/// it runs under when they are not its request's.
+/// it runs under (none in a strict replay of a resume that named none).
 fn resume_body(
     run: &Run<'_, '_>,
-    entries: &[crate::ledger::Entry],
     request_seq: u64,
     reused: &BTreeMap<String, Done>,
     read_at: Option<f64>,
-) -> Result<Value, RunError> {
+) -> Value {
     let mut ids: Vec<&String> = reused.keys().collect();
     ids.sort();
     let mut resumed = json!({"reused": ids, "run": request_seq});
     if let Some(now) = read_at {
         resumed["read_at"] = json!(now);
     }
-    if let Some(limits) = changed_limits(run, entries, request_seq)? {
-        resumed["limits"] = limits;
+    if !run.opts.resume_limits_unkept {
+        resumed["limits"] = super::replay::rules::limits(run.opts);
     }
-    Ok(resumed)
-}
-
-/// The limits this resume runs under (the ceilings, budgets and switches of
-/// [`rules::limits`](super::replay::rules::limits)) when they are not the ones the run's
-/// request records (a resume given a fresh ceiling, say): a strict replay of the resumed part
-/// reads them from the `resume` entry.
-fn changed_limits(
-    run: &Run<'_, '_>,
-    entries: &[crate::ledger::Entry],
-    request_seq: u64,
-) -> Result<Option<Value>, RunError> {
-    let now = super::replay::rules::limits(run.opts);
-    let body = match entries.get(request_seq as usize) {
-        Some(e) => run.payload_of(e)?,
-        None => None,
-    };
-    let recorded = body
-        .as_ref()
-        .and_then(|b| b.pointer("/rules/limits"))
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    Ok((now != recorded).then_some(now))
+    resumed
 }
 
 /// Keeps in the workbench only what the run branch holds already: the reused changes, in
@@ -301,7 +278,7 @@ fn resume_run(run: &Run<'_, '_>, request_seq: Option<u64>) -> Result<Outcome, Ru
     }
     take_up_dispatch(run, &entries, &target.entries)?;
     let read_at = gates.deadline_seconds.map(|_| now);
-    let resumed = resume_body(run, &entries, request_seq, &reused, read_at)?;
+    let resumed = resume_body(run, request_seq, &reused, read_at);
     run.put("dispatch", kind::RESUME, Some(plan_seq), resumed)?;
     witness_taken_up(run, &taken_up)?;
     let course = Course {

@@ -60,7 +60,11 @@ fn record_resumed(repo: &Repo) {
 fn a_dispatched_run_resumed_after_its_writer_was_killed_replays_and_a_forged_take_up_diverges() {
     on_each_kind(|repo| {
         record_resumed(repo);
-        assert_eq!(payloads(repo, "resume").len(), 1);
+        let resumes = payloads(repo, "resume");
+        assert_eq!(resumes.len(), 1);
+        // A resume names the limits it runs under, here the request's.
+        let (resume_at, resume) = &resumes[0];
+        assert!(resume["limits"].is_object(), "{resume}");
         let taken: Vec<_> = payloads(repo, "task_dispatched")
             .into_iter()
             .filter(|(_, p)| p.get("resumed_from").is_some())
@@ -78,7 +82,22 @@ fn a_dispatched_run_resumed_after_its_writer_was_killed_replays_and_a_forged_tak
         let (code, r) = strict(repo, &["--ledger", "taken"]);
         assert_eq!(code, Some(1), "{r}");
         assert_eq!(r["divergence"]["seq"], json!(at), "{r}");
+        // A resume written by an older version names no limits: it replays under the
+        // request's, which were its own, and the report says so.
+        import_forged_as(repo, "older", *resume_at, |b| {
+            b.as_object_mut().unwrap().remove("limits");
+        });
+        let (code, r) = strict(repo, &["--ledger", "older"]);
+        no_divergence(code, &r);
+        assert_eq!(r["from_record"], json!([no_limits(*resume_at)]), "{r}");
     });
+}
+
+/// The line a report gives for a resume at `seq` that names no limits.
+fn no_limits(seq: u64) -> String {
+    format!(
+        "the resume at seq {seq} names no limits (a version before this one wrote them only where they differed from the request's, or not at all): its part is replayed under the request's limits"
+    )
 }
 
 /// A run planned with no ceiling and paused at its first gate, then approved and resumed under
@@ -130,5 +149,7 @@ fn a_ceiling_given_to_resume_alone_is_recorded_in_its_resume_entry_and_replayed(
         assert!(*resume_at < at && at <= budget_at, "{r}");
         let recorded = r["divergence"]["recorded"].as_str().unwrap();
         assert!(recorded.contains("budget"), "{r}");
+        // The report says why: the resume names no limits.
+        assert_eq!(r["from_record"], json!([no_limits(*resume_at)]), "{r}");
     });
 }

@@ -407,9 +407,8 @@ fn replay_phase(
     let seats = ReplaySeats::new(run, Answers::read(&view).map_err(refused)?);
     let clock = ReplayClock::new(phase.written);
     let mut opts = opts.clone();
-    if let Some(resume) = phase.written.first().filter(|_| phase.resumed) {
-        rules::resumed_under(&mut opts, resume);
-    }
+    let unkept = phase.written.first().filter(|_| phase.resumed);
+    let unkept = unkept.and_then(|resume| rules::resumed_under(&mut opts, resume));
     opts.context = context::ReplayContext::read(phase.written).map(|c| {
         let c: std::sync::Arc<dyn super::ContextProvider> = std::sync::Arc::new(c);
         c
@@ -462,9 +461,9 @@ fn replay_phase(
         let text = run[0].payload["text"].as_str().unwrap_or_default();
         let _ = super::submit(&mut ledger, &env, &opts, text);
     }
-    let answered = work
-        .iter()
-        .flat_map(|(_, b)| b.answered_from_record())
+    let answered = unkept
+        .into_iter()
+        .chain(work.iter().flat_map(|(_, b)| b.answered_from_record()))
         .collect();
     // Calls made after the record's stop have no answer by design.
     if stopped {

@@ -93,14 +93,20 @@ pub fn under_a_ceiling(run: &[Recorded], opts: &Options) -> bool {
         })
 }
 
-/// The limits of the run part that `resume` (a `resume` entry) starts: those it records, when
-/// the resume ran under others than its request (new ceilings, say); else `opts`'s as they are.
-/// A `resume` recorded before resumes kept their limits has none, and is replayed under the
-/// request's.
-pub(super) fn resumed_under(opts: &mut Options, resume: &Recorded) {
+/// The limits of the run part that `resume` (a `resume` entry) starts: those it records (a
+/// resume may run under others than its request: new ceilings, say). A `resume` written before
+/// resumes named their limits (or named them only where they differed from the request's)
+/// names none, and is replayed under the request's; the line returned says so.
+pub(super) fn resumed_under(opts: &mut Options, resume: &Recorded) -> Option<String> {
     if let Some(l) = resume.payload.get("limits").filter(|l| l.is_object()) {
         apply_limits(opts, l);
+        return None;
     }
+    opts.resume_limits_unkept = true;
+    Some(format!(
+        "the resume at seq {} names no limits (a version before this one wrote them only where they differed from the request's, or not at all): its part is replayed under the request's limits",
+        resume.seq
+    ))
 }
 
 fn budget_record(b: &ContextBudget) -> J {

@@ -214,6 +214,7 @@ impl RunOptions {
             cannot_start: None,
             // From the runtime config, once it is read (`prepare`).
             observe: Default::default(),
+            resume_limits_unkept: false,
         })
     }
 
