@@ -12,23 +12,14 @@
 use serde_json::{Value as J, json};
 
 use crate::common::{Repo, on_each_kind};
+use crate::strict_replay_screens::{MAX_FILE_BYTES, THREE, aws_key, change, diverges_at};
 use crate::strict_replay_work::{import_forged_as, no_divergence, strict};
-use crate::work_run::payloads;
-
-/// Three tasks in one wave, each writing what its instruction names.
-const THREE: &str = r#"{"tasks":[
-{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
-{"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]},
-{"id":"T3","agent":"backend","instruction":"write f3.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
-
-/// The bytes a change may add in one file, in this run (`[work] max_file_bytes`).
-const MAX_FILE_BYTES: u64 = 2000;
 
 /// Records the local run: T1's change refused for its secret, T2's accepted with a link that
 /// leaves (which the pre-ship gate refuses), T3's refused for its size.
 fn record(repo: &Repo) {
     crate::work_run::setup(repo);
-    let key = format!("AKIA{}", "QX7RTY2ZW4NB9K3M");
+    let key = aws_key();
     let work = format!(
         "    case \"$p\" in\n    *'write f1.txt'*) printf 'aws_access_key_id = %s\\n' '{key}' > f1.txt ;;\n    *'write f2.txt'*) ln -s /etc/passwd f2.txt ;;\n    *) head -c {} /dev/zero | tr '\\000' x > f3.txt ;;\n    esac; echo 'wrote it'",
         MAX_FILE_BYTES + 1000
@@ -51,22 +42,6 @@ fn record(repo: &Repo) {
         "write the files",
     ]);
     assert!(j["answer"].is_string(), "{j}");
-}
-
-/// The first `change` of `task`: its seq and body.
-fn change(repo: &Repo, task: &str) -> (u64, J) {
-    payloads(repo, "change")
-        .into_iter()
-        .find(|(_, p)| p["task"] == task)
-        .unwrap_or_else(|| panic!("no change of {task}: {:?}", payloads(repo, "change")))
-}
-
-/// `git forum --ledger LEDGER replay 0 --strict`: diverges at `seq`; the report.
-fn diverges_at(repo: &Repo, ledger: &str, seq: u64) -> J {
-    let (code, r) = strict(repo, &["--ledger", ledger]);
-    assert_eq!(code, Some(1), "{r}");
-    assert_eq!(r["divergence"]["seq"], json!(seq), "{r}");
-    r
 }
 
 /// The lines a report says were answered from the record.

@@ -17,16 +17,16 @@ use crate::strict_replay_work::{import_forged_as, no_divergence, strict};
 use crate::work_run::payloads;
 
 /// Three tasks in one wave, each writing what its instruction names.
-const THREE: &str = r#"{"tasks":[
+pub(crate) const THREE: &str = r#"{"tasks":[
 {"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]},
 {"id":"T2","agent":"backend","instruction":"write f2.txt","depends_on":[],"done_when":["the file is there"]},
 {"id":"T3","agent":"backend","instruction":"write f3.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
 
 /// The bytes a change may add in one file, in this run (`[work] max_file_bytes`).
-const MAX_FILE_BYTES: u64 = 2000;
+pub(crate) const MAX_FILE_BYTES: u64 = 2000;
 
 /// An AWS access key id of the real shape, put together here so no source line holds one.
-fn aws_key() -> String {
+pub(crate) fn aws_key() -> String {
     format!("AKIA{}", "QX7RTY2ZW4NB9K3M")
 }
 
@@ -84,7 +84,7 @@ fn record(repo: &Repo, full: bool) {
 }
 
 /// The first `change` of `task`: its seq and body.
-fn change(repo: &Repo, task: &str) -> (u64, J) {
+pub(crate) fn change(repo: &Repo, task: &str) -> (u64, J) {
     payloads(repo, "change")
         .into_iter()
         .find(|(_, p)| p["task"] == task)
@@ -100,7 +100,7 @@ fn worker_commit(repo: &Repo, task: &str) -> String {
 }
 
 /// `git forum --ledger LEDGER replay 0 --strict`: diverges at `seq`.
-fn diverges_at(repo: &Repo, ledger: &str, seq: u64) -> J {
+pub(crate) fn diverges_at(repo: &Repo, ledger: &str, seq: u64) -> J {
     let (code, r) = strict(repo, &["--ledger", ledger]);
     assert_eq!(code, Some(1), "{r}");
     assert_eq!(r["divergence"]["seq"], json!(seq), "{r}");
