@@ -190,10 +190,11 @@ mod tests {
             other => panic!("{other}"),
         }
         assert!(e.to_string().contains("stalled: no output for"), "{e}");
-        // A line every 50 ms for half a second: never quiet for 300 ms (on any machine that
-        // runs `sleep 0.05` in less than a quarter of a second).
+        // A line every 50 ms for half a second: never quiet for three seconds, even on a
+        // loaded machine (a 300 ms window was seen to pass between two lines under load).
         let steady = "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; sleep 0.05; done";
-        let ran = in_stall(Some(quiet), || super::super::run(&sh(steady), "p", limits)).unwrap();
+        let patient = Some(Duration::from_secs(3));
+        let ran = in_stall(patient, || super::super::run(&sh(steady), "p", limits)).unwrap();
         assert_eq!(ran.stdout.lines().count(), 10);
     }
 }
