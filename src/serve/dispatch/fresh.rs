@@ -320,10 +320,20 @@ impl Dispatcher {
         if cache.checked.is_some_and(|t| t >= began) {
             return Ok(cache);
         }
-        // The kept store, or a new one (the first walk, or the one after a walk that failed).
+        // The kept store, or a new one (the first walk, or the one after a walk that failed),
+        // opened outside the lock: opening may wait on the writer lock to recover the log.
         let store = match cache.walker.take() {
             Some(store) => store,
-            None => self.reader()?,
+            None => {
+                drop(cache);
+                let store = self.reader()?;
+                cache = lock(&self.cache);
+                if cache.checked.is_some_and(|t| t >= began) {
+                    cache.walker.get_or_insert(store);
+                    return Ok(cache);
+                }
+                cache.walker.take().unwrap_or(store)
+            }
         };
         let looked = Instant::now();
         self.look(&store, &mut cache)?;
