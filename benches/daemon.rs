@@ -14,7 +14,8 @@
 //! `--wrk [--seconds S --rounds R --entries N --appenders A --threads T --connections C]
 //! [--only ROUTE,...] [--busy]` runs the daemon's read routes under wrk against a hello-world
 //! axum server in the same run, while A clients append (see `support/daemon_wrk.rs`); `--only`
-//! keeps the routes that start with one of the given prefixes (`--only /status,/log`).
+//! keeps the routes that start with one of the given prefixes (`--only /status,/log`), and
+//! `--routes PATH,...` runs the given read paths instead (`--routes /log?limit=1,/log?limit=100`).
 //!
 //! `--replay-memory` measures the daemon's memory instead: it imports a ledger of `--entries`
 //! entries (default 45,001, seq 0 to 45,000) as one Forum directory, starts the daemon, and has

@@ -8,7 +8,8 @@
 //! with its token) for the whole run, through the hello-world rounds as well as the daemon's,
 //! so both sides meet the same load. For each read route, `--rounds` times (default 2), wrk
 //! runs against hello-world and then against the route (`wrk -t T -c C -d S --latency`, the same
-//! T, C and S both times, and the daemon's token in both requests). Each line prints the route's
+//! T, C and S both times, and the daemon's token in both requests; `--routes A,B` names other
+//! read paths to run instead). Each line prints the route's
 //! requests/s, p50, p99 and non-2xx count, and the ratio of its requests/s to the hello-world
 //! round just before it; then the medians over the rounds. It prints the daemon's resident size
 //! (`VmRSS`, sampled every 100 ms during the rounds, and `VmHWM` after), the appends' rate and
@@ -250,14 +251,19 @@ pub(crate) fn run(args: &[String]) {
         format!("/payload/{mid}"),
         "/log?limit=10".to_string(),
     ];
+    let value = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
     // `--only A,B`: only the routes that start with one of these (to profile one route).
-    if let Some(only) = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1))
-    {
+    if let Some(only) = value("--only") {
         let wanted: Vec<&str> = only.split(',').collect();
         routes.retain(|r| wanted.iter().any(|w| r.starts_with(w)));
+    }
+    // `--routes A,B`: these read paths instead (to compare answers of other sizes).
+    if let Some(list) = value("--routes") {
+        routes = list.split(',').map(str::to_string).collect();
     }
     println!(
         "{:<16} {:>5} {:>10} {:>8} {:>8} {:>7} {:>10} {:>8} {:>8} {:>7}",

@@ -1344,6 +1344,61 @@ fn cached_reads_follow_the_tip_when_another_process_moves_it() {
     });
 }
 
+/// The kept reads follow the ref by any distance, on each repository kind: one entry appended
+/// by another process (walked by the read that finds it, on its own worker), more than a few
+/// at once (walked where it may block), and the ref moved back by one entry and by many. After
+/// each move every answer is byte for byte the ordinary path's, and `/status` counts the
+/// entries the ledger holds.
+#[test]
+fn kept_reads_follow_moves_of_one_entry_and_of_many() {
+    crate::common::on_each_kind(|repo| {
+        for i in 0..2 {
+            repo.append("cli", "note", &format!("{{\"i\": {i}}}"));
+        }
+        let d = Daemon::start(repo, &[]);
+        let auth = d.auth();
+        let read = |path: &str| {
+            let (code, _, text) = http(&d.addr, "GET", path, &auth, b"");
+            assert_eq!(code, 200, "{path}: {text}");
+            text
+        };
+        let check = |want: u64| {
+            for path in ["/status", "/checkpoint", "/ledger/1"] {
+                let ordinary = open(repo).handle("GET", path, b"").body_text();
+                assert_eq!(read(path), ordinary, "{path} at {want} entries");
+            }
+            // The spelling the kept path leaves to the ordinary one.
+            for (kept, ordinary) in [
+                ("/log?limit=3", "/log?limit=03"),
+                ("/log?limit=10", "/log?limit=010"),
+            ] {
+                assert_eq!(read(kept), read(ordinary), "{kept} at {want} entries");
+            }
+            let (_, _, st) = http(&d.addr, "GET", "/status", &auth, b"");
+            let st: J = serde_json::from_str(&st).unwrap();
+            assert_eq!(st["entries"], want, "{st}");
+        };
+        check(2);
+        let mut n = 2u64;
+        for more in [1, 1, 6, 2, 9] {
+            for _ in 0..more {
+                repo.append("cli", "note", &format!("{{\"i\": {n}}}"));
+                n += 1;
+            }
+            check(n);
+        }
+        for back in [1u64, 7] {
+            let rev = format!("{}~{back}", crate::common::LEDGER_REF);
+            let to = repo.git_ok(&["rev-parse", &rev]);
+            repo.git_ok(&["update-ref", crate::common::LEDGER_REF, to.trim()]);
+            n -= back;
+            check(n);
+        }
+        repo.append("cli", "note", r#"{"after": "the move back"}"#);
+        check(n + 1);
+    });
+}
+
 /// Reads answered from the daemon's kept bytes see each append it has answered at once, and
 /// are byte for byte the answers of the ordinary path (the dispatcher in process, or a
 /// spelling the kept path leaves to it), with the same headers.

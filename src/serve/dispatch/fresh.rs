@@ -31,10 +31,17 @@
 //! **Who walks to a new tip.** A write of this process walks the cache to the tip itself
 //! before it answers ([`Dispatcher::caught_up`]), on the thread that wrote, so the reads
 //! after it find the cache fresh. A read that finds the tip moved anyway (a write of another
-//! process, or one of this process not yet caught up) walks under the lock; the reads that
-//! found it moved at the same time wait for that walk and take its look at the ref as theirs.
+//! process, or one of this process whose ref moved before its flush ended) walks under the
+//! lock; the reads that found it moved at the same time wait for that walk and take its look
+//! at the ref as theirs. A walk of a few commits from the cached tip (at most [`STEP`]) is
+//! made on the reading worker itself ([`Dispatcher::answer_fresh`]); a longer one, a
+//! rewrite, or a first read goes where it may block.
 //! `/log?limit=N` is written from the kept `/ledger/SEQ` answers, so a new tip writes out
-//! only its new entries.
+//! only its new entries. The walk itself remakes, for the new tip, each `/status`,
+//! `/checkpoint` and `/log?limit=N` answer a read took at the tip before, so after an append
+//! of this process the reads find them made (and an answer nobody asks for again is not made
+//! again). Walks read through one store kept with the cache, opened once (and again after a
+//! walk that failed), rather than a store opened for each walk.
 
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
@@ -59,6 +66,10 @@ pub(crate) const KEPT_BYTES: usize = 32 << 20;
 
 /// The most distinct `/log?limit=N` answers kept for one tip.
 const KEPT_LOGS: usize = 8;
+
+/// The most per-tip reads remembered as asked at one tip (`/status`, `/checkpoint` and the
+/// kept logs).
+const ASKED: usize = KEPT_LOGS + 2;
 
 /// Answers kept by entry commit, bounded by count and by bytes: past either bound all are
 /// dropped and the map starts again.
@@ -108,6 +119,11 @@ pub(crate) struct Cached {
     status: Option<Bytes>,
     checkpoint: Option<Bytes>,
     logs: Vec<(u64, Bytes)>,
+    /// The per-tip reads (`/status`, `/checkpoint`, `/log?limit=N`) a read took at this tip:
+    /// the walk to the next tip makes their answers for it.
+    asked: Vec<Read>,
+    /// The store the walks read through, kept between them.
+    walker: Option<crate::surface::store::GitStore>,
     /// `/ledger/SEQ` answers by entry commit.
     pub(crate) entries: Kept,
     /// `/payload/SEQ` answers by entry commit: each body in them was read back and checked
@@ -116,14 +132,72 @@ pub(crate) struct Cached {
 }
 
 impl Cached {
-    /// Moves to `view`, dropping the answers of the tip before.
-    fn set_view(&mut self, view: Arc<EntryCache>) {
+    /// Moves to `view`, dropping the answers of the tip before, then makes for `view` the
+    /// per-tip answers a read took at the tip before (on the thread that walked, under the
+    /// lock, instead of by the first read of the new tip). Those made here count as asked
+    /// only once a read takes them, so an answer nobody reads any more is made once more at
+    /// most.
+    fn set_view(&mut self, view: Arc<EntryCache>, ledger: &str) {
         self.view = view;
         self.status = None;
         self.checkpoint = None;
         self.logs.clear();
+        for read in std::mem::take(&mut self.asked) {
+            // A failure is left to the read that asks, which answers it as before.
+            let _ = self.per_tip(read, ledger);
+        }
+    }
+
+    /// The kept answer to a per-tip read (`/status`, `/checkpoint`, `/log?limit=N`), made now
+    /// when there is none for this tip; `None` for any other read.
+    fn per_tip(&mut self, read: Read, ledger: &str) -> Option<Result<Bytes, Reply>> {
+        let view = &self.view;
+        let size = view.entries.len() as u64;
+        Some(match read {
+            Read::Status => kept(&mut self.status, || {
+                bytes_of(Ok(surface::ledger::status(ledger, size, &view.root)))
+            }),
+            Read::Checkpoint => kept(&mut self.checkpoint, || {
+                bytes_of(Ok(surface::ledger::checkpoint(ledger, size, &view.root)))
+            }),
+            Read::Log(limit) => {
+                if let Some((_, b)) = self.logs.iter().find(|(n, _)| *n == limit) {
+                    return Some(Ok(b.clone()));
+                }
+                let b = log_of_kept(view, &mut self.entries, limit);
+                if let Ok(b) = &b {
+                    if self.logs.len() >= KEPT_LOGS {
+                        self.logs.clear();
+                    }
+                    self.logs.push((limit, b.clone()));
+                }
+                b
+            }
+            Read::Entry(_) | Read::Payload(_) => return None,
+        })
+    }
+
+    /// Notes that a read took the per-tip answer to `read` at this tip.
+    fn ask(&mut self, read: Read) {
+        if !self.asked.contains(&read) && self.asked.len() < ASKED {
+            self.asked.push(read);
+        }
     }
 }
+
+/// What one cheap look at the tip found (see [`Dispatcher::look_cheaply`]).
+enum Look<'a> {
+    /// The cache is the ledger's.
+    Fresh(MutexGuard<'a, Cached>),
+    /// The loose ref named another tip when looked at (at the instant given).
+    Moved(MutexGuard<'a, Cached>, gix::ObjectId, Instant),
+    /// No loose ref to read, or not a plain one.
+    Unknown,
+}
+
+/// The most commits a read walks on the server's own worker when it finds the tip moved
+/// (an append or two); a longer walk is made where it may block.
+const STEP: usize = 4;
 
 /// A read the cache answers alone (see [`Dispatcher::answer_fresh`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,42 +313,67 @@ impl Dispatcher {
         if let Some(cache) = self.fresh() {
             return Ok(cache);
         }
-        {
-            // A look at the ref made since this call began, by another request that then
-            // walked to what it found under this lock, stands for this call's own look: the
-            // requests that find the tip moved at once open one store and walk once.
-            let cache = lock(&self.cache);
-            if cache.checked.is_some_and(|t| t >= began) {
-                return Ok(cache);
-            }
-        }
-        let store = self.reader()?;
         let mut cache = lock(&self.cache);
-        let looked = Instant::now();
-        let Some(tip) = store.tip_id()? else {
-            cache.set_view(Arc::new(EntryCache {
-                root: merkle_root::<&str>(&[]),
-                ..EntryCache::default()
-            }));
-            cache.checked = Some(looked);
+        // A look at the ref made since this call began, by another request that then walked
+        // to what it found under this lock, stands for this call's own look: the requests
+        // that find the tip moved at once walk once.
+        if cache.checked.is_some_and(|t| t >= began) {
             return Ok(cache);
-        };
-        if cache.view.tip != Some(tip) {
-            let next = Self::walk(&store, &mut cache.view, tip)?;
-            cache.set_view(Arc::new(next));
         }
+        // The kept store, or a new one (the first walk, or the one after a walk that failed),
+        // opened outside the lock: opening may wait on the writer lock to recover the log.
+        let store = match cache.walker.take() {
+            Some(store) => store,
+            None => {
+                drop(cache);
+                let store = self.reader()?;
+                cache = lock(&self.cache);
+                if cache.checked.is_some_and(|t| t >= began) {
+                    cache.walker.get_or_insert(store);
+                    return Ok(cache);
+                }
+                cache.walker.take().unwrap_or(store)
+            }
+        };
+        let looked = Instant::now();
+        self.look(&store, &mut cache)?;
+        cache.walker = Some(store);
         cache.checked = Some(looked);
         Ok(cache)
     }
 
+    /// Brings `cache` to the tip `store` reads now (see [`Dispatcher::current`]).
+    fn look(
+        &self,
+        store: &crate::surface::store::GitStore,
+        cache: &mut Cached,
+    ) -> Result<(), Reply> {
+        let Some(tip) = store.tip_id()? else {
+            let empty = EntryCache {
+                root: merkle_root::<&str>(&[]),
+                ..EntryCache::default()
+            };
+            cache.set_view(Arc::new(empty), &self.cfg.ledger);
+            return Ok(());
+        };
+        if cache.view.tip != Some(tip)
+            && let Some(next) = Self::walk(store, &mut cache.view, tip, usize::MAX)?
+        {
+            cache.set_view(Arc::new(next), &self.cfg.ledger);
+        }
+        Ok(())
+    }
+
     /// The entries at `tip`: `view` extended from its tip when `tip` descends from it, else
-    /// read whole. Runs under the cache's lock: the other requests that found the tip moved
+    /// read whole; `None` (and `view` as it was) when that takes reading more than `most`
+    /// commits. Runs under the cache's lock: the other requests that found the tip moved
     /// wait for this walk rather than each walking it again.
     fn walk(
         store: &crate::surface::store::GitStore,
         view: &mut Arc<EntryCache>,
         tip: gix::ObjectId,
-    ) -> Result<EntryCache, Reply> {
+        most: usize,
+    ) -> Result<Option<EntryCache>, Reply> {
         // When the walk passes below the cached tip without meeting it, the commits were
         // rewritten: keep walking, and read the whole chain.
         let mut stop = view.tip;
@@ -287,6 +386,9 @@ impl Dispatcher {
             if Some(id) == stop {
                 extends = true;
                 break;
+            }
+            if fresh.len() >= most {
+                return Ok(None);
             }
             let (entry, _, parent) = store.read_entry_commit(&id, &mut buf)?;
             if stop.is_some() && entry.seq < have {
@@ -312,30 +414,61 @@ impl Dispatcher {
         }
         next.tip = Some(tip);
         next.root = next.acc.root();
-        Ok(next)
+        Ok(Some(next))
     }
 
     /// The cache, locked, when it is the ledger's without walking (see the module doc):
     /// looked at within [`RECHECK`], or the loose ref names its tip now. `None` when that
     /// cannot be told this cheaply or the tip moved.
     fn fresh(&self) -> Option<MutexGuard<'_, Cached>> {
+        match self.look_cheaply() {
+            Look::Fresh(cache) => Some(cache),
+            Look::Moved(..) | Look::Unknown => None,
+        }
+    }
+
+    /// [`Dispatcher::fresh`], telling a tip that moved (with the cache, still locked) from
+    /// one that cannot be told this cheaply.
+    fn look_cheaply(&self) -> Look<'_> {
         let mut cache = lock(&self.cache);
         let now = Instant::now();
         if cache
             .checked
             .is_some_and(|t| now.saturating_duration_since(t) < RECHECK)
         {
-            return Some(cache);
+            return Look::Fresh(cache);
         }
-        let path = self.ref_file.as_ref()?;
+        let Some(path) = self.ref_file.as_ref() else {
+            return Look::Unknown;
+        };
         let mut buf = [0u8; 128];
-        let n = read_ref_file(path, &mut buf)?;
-        let tip = gix::ObjectId::from_hex(buf[..n].trim_ascii()).ok()?;
+        let Some(n) = read_ref_file(path, &mut buf) else {
+            return Look::Unknown;
+        };
+        let Ok(tip) = gix::ObjectId::from_hex(buf[..n].trim_ascii()) else {
+            return Look::Unknown;
+        };
         if cache.view.tip != Some(tip) {
-            return None;
+            return Look::Moved(cache, tip, now);
         }
         cache.checked = Some(now);
-        Some(cache)
+        Look::Fresh(cache)
+    }
+
+    /// Walks `cache` to `tip`, which the loose ref named at `looked`, when that reads at most
+    /// [`STEP`] commits, through the kept store: the few small reads of an append or two,
+    /// made on the caller's thread. `None`, with the cache as it was, for anything else (no
+    /// store kept yet, nothing cached yet, a longer walk, a failed read), which the ordinary
+    /// walk then makes.
+    fn step(&self, cache: &mut Cached, tip: gix::ObjectId, looked: Instant) -> Option<()> {
+        cache.view.tip?;
+        let store = cache.walker.take()?;
+        // A failed read drops the store: the ordinary walk opens another and reports it.
+        let next = Self::walk(&store, &mut cache.view, tip, STEP).ok()?;
+        cache.walker = Some(store);
+        cache.set_view(Arc::new(next?), &self.cfg.ledger);
+        cache.checked = Some(looked);
+        Some(())
     }
 
     /// The answer to a read the cached entries answer alone, as bytes, when the cache is the
@@ -344,7 +477,14 @@ impl Dispatcher {
     /// HTTP server to call on its own workers: at most one small file read, and the answer
     /// copied (or, once a tip, built) under the cache's lock.
     pub(crate) fn answer_fresh(&self, read: Read) -> Option<Result<Bytes, Reply>> {
-        self.answer_in(self.fresh()?, read)
+        match self.look_cheaply() {
+            Look::Fresh(cache) => self.answer_in(cache, read),
+            Look::Moved(mut cache, tip, looked) => {
+                self.step(&mut cache, tip, looked)?;
+                self.answer_in(cache, read)
+            }
+            Look::Unknown => None,
+        }
     }
 
     /// [`Dispatcher::answer_fresh`] after a look at the tip as the ordinary path makes it,
@@ -359,34 +499,18 @@ impl Dispatcher {
         read: Read,
     ) -> Option<Result<Bytes, Reply>> {
         let c = &mut *guard;
+        if let Some(answer) = c.per_tip(read, &self.cfg.ledger) {
+            c.ask(read);
+            return Some(answer);
+        }
         let view = &c.view;
-        let size = view.entries.len() as u64;
-        let ledger = &self.cfg.ledger;
         Some(match read {
-            Read::Status => kept(&mut c.status, || {
-                bytes_of(Ok(surface::ledger::status(ledger, size, &view.root)))
-            }),
-            Read::Checkpoint => kept(&mut c.checkpoint, || {
-                bytes_of(Ok(surface::ledger::checkpoint(ledger, size, &view.root)))
-            }),
             Read::Entry(seq) => {
                 view.commits.get(seq as usize)?;
                 entry_kept(view, &mut c.entries, seq)
             }
             Read::Payload(seq) => Ok(c.payloads.get(view.commits.get(seq as usize)?)?),
-            Read::Log(limit) => {
-                if let Some((_, b)) = c.logs.iter().find(|(n, _)| *n == limit) {
-                    return Some(Ok(b.clone()));
-                }
-                let b = log_of_kept(view, &mut c.entries, limit);
-                if let Ok(b) = &b {
-                    if c.logs.len() >= KEPT_LOGS {
-                        c.logs.clear();
-                    }
-                    c.logs.push((limit, b.clone()));
-                }
-                b
-            }
+            Read::Status | Read::Checkpoint | Read::Log(_) => return None,
         })
     }
 
@@ -408,11 +532,11 @@ mod tests {
         gix::ObjectId::from_bytes_or_panic(&b)
     }
 
-    #[test]
-    fn a_log_of_kept_entries_is_the_ordinary_paths_answer() {
+    /// `n` entries at commits `id(0)` to `id(n - 1)`, with their root.
+    fn view_of(n: u32) -> EntryCache {
         let mut view = EntryCache::default();
         let mut prev: Option<Entry> = None;
-        for i in 0..12u32 {
+        for i in 0..n {
             let new = crate::ledger::NewEntry {
                 actor: format!("a{i}"),
                 kind: crate::ledger::kind::NOTE.into(),
@@ -422,9 +546,90 @@ mod tests {
             };
             let e = Entry::next(prev.as_ref(), &new, "ab".repeat(32));
             prev = Some(e.clone());
+            view.acc.push(&e.entry_hash);
             Arc::make_mut(&mut view.entries).push(e);
             Arc::make_mut(&mut view.commits).push(id(i));
         }
+        view.tip = n.checked_sub(1).map(id);
+        view.root = view.acc.root();
+        view
+    }
+
+    /// What the ordinary path answers to a per-tip read of `view`.
+    fn ordinary(view: &EntryCache, read: Read) -> Bytes {
+        let size = view.entries.len() as u64;
+        match read {
+            Read::Status => bytes_of(Ok(surface::ledger::status("main", size, &view.root))),
+            Read::Checkpoint => bytes_of(Ok(surface::ledger::checkpoint("main", size, &view.root))),
+            Read::Log(n) => bytes_of(Ok(surface::read::log_of(&view.entries, Some(n)))),
+            Read::Entry(_) | Read::Payload(_) => unreachable!("not a per-tip read"),
+        }
+        .unwrap()
+    }
+
+    #[test]
+    fn a_new_tip_comes_with_the_answers_read_at_the_tip_before() {
+        let mut c = Cached::default();
+        c.set_view(Arc::new(view_of(12)), "main");
+        let asked = [Read::Status, Read::Log(10), Read::Log(3)];
+        for read in asked {
+            assert_eq!(
+                c.per_tip(read, "main").unwrap().unwrap(),
+                ordinary(&c.view, read)
+            );
+            c.ask(read);
+        }
+        // The next tip (one entry more): the answers asked are made, and are the ordinary
+        // path's for the new tip, its new entry first in each log; the one not asked is not.
+        let next = Arc::new(view_of(13));
+        c.set_view(next.clone(), "main");
+        assert_eq!(c.status.clone().unwrap(), ordinary(&next, Read::Status));
+        assert!(c.checkpoint.is_none());
+        for n in [10, 3] {
+            let (_, log) = c.logs.iter().find(|(l, _)| *l == n).unwrap();
+            assert_eq!(log, &ordinary(&next, Read::Log(n)));
+            let v: serde_json::Value = serde_json::from_slice(log).unwrap();
+            assert_eq!(v[0]["seq"], 12, "{v}");
+        }
+        // Nobody read them at this tip: the tip after it makes none.
+        c.set_view(Arc::new(view_of(14)), "main");
+        assert!(c.status.is_none() && c.logs.is_empty() && c.asked.is_empty());
+        // Asked again: made on the read, and again by the walk after it.
+        for read in [Read::Checkpoint, Read::Log(2)] {
+            assert_eq!(
+                c.per_tip(read, "main").unwrap().unwrap(),
+                ordinary(&c.view, read)
+            );
+            c.ask(read);
+        }
+        let last = Arc::new(view_of(15));
+        c.set_view(last.clone(), "main");
+        assert_eq!(
+            c.checkpoint.clone().unwrap(),
+            ordinary(&last, Read::Checkpoint)
+        );
+        assert_eq!(c.logs, vec![(2, ordinary(&last, Read::Log(2)))]);
+        // The reads by seq are not per-tip answers.
+        assert!(c.per_tip(Read::Entry(0), "main").is_none());
+        assert!(c.per_tip(Read::Payload(0), "main").is_none());
+    }
+
+    #[test]
+    fn the_asked_reads_stay_within_their_bound() {
+        let mut c = Cached::default();
+        c.set_view(Arc::new(view_of(3)), "main");
+        for n in 1..=50 {
+            c.per_tip(Read::Log(n), "main").unwrap().unwrap();
+            c.ask(Read::Log(n));
+            c.ask(Read::Log(n));
+            assert!(c.asked.len() <= ASKED && c.logs.len() <= KEPT_LOGS);
+        }
+        assert_eq!(c.asked.len(), ASKED);
+    }
+
+    #[test]
+    fn a_log_of_kept_entries_is_the_ordinary_paths_answer() {
+        let view = view_of(12);
         let mut kept = Kept::default();
         for limit in [1, 2, 5, 12, 13, 100] {
             let ordinary = bytes_of(Ok(surface::read::log_of(&view.entries, Some(limit)))).unwrap();

@@ -94,9 +94,10 @@ fn admitted(server: &Server, req: &Request, path: &str) -> Option<()> {
 }
 
 /// The kept answer to `read`. When the tip moved (after each append), the request that finds
-/// it walks to the new tip here, under the cache's lock, with this worker's other tasks handed
-/// to another thread while it reads the store (`block_in_place`): one walk for all, rather
-/// than every request until it is done sent to the blocking pool to open a store of its own.
+/// it walks to the new tip here, under the cache's lock: a few commits on this worker (the
+/// dispatcher's `answer_fresh`), a longer walk with this worker's other tasks handed to
+/// another thread while it reads the store (`block_in_place`): one walk for all, rather than
+/// every request until it is done sent to the blocking pool to open a store of its own.
 fn cached(
     d: &crate::serve::dispatch::Dispatcher,
     read: Read,
