@@ -41,8 +41,9 @@ impl GitWork {
 
 /// The screens a change made elsewhere goes through before the writer commits it, on the
 /// difference from `start_tree` to `new_tree` (trees in the repository at `common`, read
-/// through `repo`): the limits on files and bytes ([`measure_trees`]), then the nested
-/// repositories, the secrets and the links that leave ([`inspect_trees`]). `Ok` with the links
+/// through `repo`; one list of the change, [`diff_trees`], for both): the limits on files and
+/// bytes ([`measure_diff`]), then the nested repositories, the secrets and the links that
+/// leave ([`inspect_diff`]). `Ok` with the links
 /// that leave (which the pre-ship gate refuses), `Err` with the refusal: [`WorkError::Refused`]
 /// or [`WorkError::Secrets`]. The one rule for the live writer ([`GitWork::commit_made_tree`])
 /// and for a strict replay, which screens the worker's commit again
@@ -57,8 +58,10 @@ pub(crate) fn screen_made(
     if start_tree == new_tree {
         return Ok(Vec::new());
     }
-    measure_trees(common, repo, start_tree, new_tree, &rules.limits)?;
-    let (secrets, links_out) = inspect_trees(common, repo, start_tree, new_tree, rules)?;
+    // One list of the change for both screens.
+    let diff = diff_trees(common, start_tree, new_tree)?;
+    measure_diff(repo, &diff, &rules.limits)?;
+    let (secrets, links_out) = inspect_diff(repo, &diff, rules)?;
     if !secrets.is_empty() {
         return Err(WorkError::Secrets {
             found: secrets,
@@ -68,35 +71,18 @@ pub(crate) fn screen_made(
     Ok(links_out)
 }
 
-/// Measures the change from `start_tree` to `new_tree` against `limits`, as a worktree's
-/// change is measured before it is staged: each file added, modified or deleted counts (a
-/// deleted one as no bytes), each added or modified file by its size in the object store.
-/// Refuses a file over `max_file_bytes`, a change over `max_files` or `max_change_bytes`.
-fn measure_trees(
-    common: &Path,
+/// Measures the change whose list is `diff` ([`diff_trees`]) against `limits`, as a
+/// worktree's change is measured before it is staged: each file added, modified or deleted
+/// counts (a deleted one as no bytes), each added or modified file by its size in the object
+/// store. Refuses a file over `max_file_bytes`, a change over `max_files` or
+/// `max_change_bytes`.
+fn measure_diff(
     repo: &gix::Repository,
-    start_tree: &str,
-    new_tree: &str,
+    diff: &[u8],
     limits: &ChangeLimits,
 ) -> Result<Measured, WorkError> {
-    let args = [
-        "diff-tree",
-        "-r",
-        "-z",
-        "--no-renames",
-        "--no-abbrev",
-        start_tree,
-        new_tree,
-    ];
-    let out = git::run(common, &args)?;
-    git::ensure(&out, &args)?;
-    if out.cut {
-        return Err(WorkError::Refused(
-            "the change's list of files is longer than git forum reads".into(),
-        ));
-    }
     let mut m = Measured::default();
-    let mut fields = out.stdout.split(|b| *b == 0);
+    let mut fields = diff.split(|b| *b == 0);
     while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
         let meta = String::from_utf8_lossy(meta);
         let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();

@@ -619,22 +619,47 @@ pub(super) fn inspect_trees(
     new_tree: &str,
     rules: &CommitRules<'_>,
 ) -> Result<(Vec<SecretFound>, Vec<LinkOut>), WorkError> {
-    let out = git::run(
-        common,
-        &[
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            start_tree,
-            new_tree,
-        ],
-    )?;
-    git::ensure(&out, &["diff-tree"])?;
+    let diff = diff_trees(common, start_tree, new_tree)?;
+    inspect_diff(repo, &diff, rules)
+}
+
+/// `git diff-tree -r -z --no-renames` of `start_tree` and `new_tree` (raw, full ids): the
+/// list both screens read. Refused when it is longer than git forum reads, so no screen ever
+/// passes a change on part of its list.
+pub(super) fn diff_trees(
+    common: &Path,
+    start_tree: &str,
+    new_tree: &str,
+) -> Result<Vec<u8>, WorkError> {
+    let args = [
+        "diff-tree",
+        "-r",
+        "-z",
+        "--no-renames",
+        "--no-abbrev",
+        start_tree,
+        new_tree,
+    ];
+    let out = git::run(common, &args)?;
+    git::ensure(&out, &args)?;
+    if out.cut {
+        return Err(WorkError::Refused(
+            "the change's list of files is longer than git forum reads".into(),
+        ));
+    }
+    Ok(out.stdout)
+}
+
+/// [`inspect_trees`] of the list `diff` ([`diff_trees`]).
+pub(super) fn inspect_diff(
+    repo: &gix::Repository,
+    diff: &[u8],
+    rules: &CommitRules<'_>,
+) -> Result<(Vec<SecretFound>, Vec<LinkOut>), WorkError> {
     let blob = |hex: &str, cap: u64| read_blob(repo, hex, cap);
     let mut secrets = Vec::new();
     let mut links = Vec::new();
-    let mut fields = out.stdout.split(|b| *b == 0);
+    let mut fields = diff.split(|b| *b == 0);
     while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
         let meta = String::from_utf8_lossy(meta);
         let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
