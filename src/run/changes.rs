@@ -76,6 +76,9 @@ impl Run<'_, '_> {
                 "this run works in the repository, but no workbench was given".into(),
             ));
         };
+        // A run recorded before integrations and gate replies were witnessed keeps none of
+        // what came after them either.
+        let old = o.legacy || legacy;
         let (mut sandbox, jail) = o
             .sandbox
             .resolve()
@@ -115,15 +118,9 @@ impl Run<'_, '_> {
             sandbox,
             verification: o.verification,
             limits: o.limits,
-            legacy: o.legacy || legacy,
-            keeps_attempt_reply: !(o.legacy
-                || legacy
-                || o.unkept.attempt_reply
-                || unkept.attempt_reply),
-            keeps_refused_tree: !(o.legacy
-                || legacy
-                || o.unkept.refused_tree
-                || unkept.refused_tree),
+            legacy: old,
+            keeps_attempt_reply: !(old || o.unkept.attempt_reply || unkept.attempt_reply),
+            keeps_refused_tree: !(old || o.unkept.refused_tree || unkept.refused_tree),
             sending: Mutex::new(None),
         }))
     }
