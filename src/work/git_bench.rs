@@ -75,7 +75,7 @@ impl Workbench for GitWork {
         self.ok(&["update-ref", "-m", &why, &refname, &commit])?;
         if place == Keep::Quarantine {
             let work = kept_ref(Keep::Work, &self.ledger, self.run_seq, task);
-            if resolve_commit(&self.common, &work).as_deref() == Some(commit.as_str()) {
+            if self.ref_commit(&work).as_deref() == Some(commit.as_str()) {
                 self.ok(&["update-ref", "-d", &work, &commit])?;
             }
         }
@@ -85,7 +85,7 @@ impl Workbench for GitWork {
     fn unkeep(&self, task: &str, commit: &str, place: Keep) -> Result<(), WorkError> {
         let commit = self.resolve_change(commit)?;
         let refname = kept_ref(place, &self.ledger, self.run_seq, task);
-        if resolve_commit(&self.common, &refname).as_deref() == Some(commit.as_str()) {
+        if self.ref_commit(&refname).as_deref() == Some(commit.as_str()) {
             self.ok(&["update-ref", "-d", &refname, &commit])?;
         }
         Ok(())
@@ -202,7 +202,7 @@ impl Workbench for GitWork {
     }
 
     fn has_commit(&self, commit: &str) -> bool {
-        resolve_commit(&self.common, commit).is_some()
+        self.commit_id(commit).is_some()
     }
 
     fn hands(
@@ -228,7 +228,7 @@ impl GitWork {
     /// parent is `before`, its `Forum-Entry` trailer is the change's, and its tree is the
     /// change integrated onto `before`'s tree by the engine's rule.
     fn integrates(&self, tip: &str, before: &str, commit: &str) -> Result<bool, WorkError> {
-        let Some(commit) = resolve_commit(&self.common, commit) else {
+        let Some(commit) = self.commit_id(commit) else {
             return Ok(false);
         };
         let parents = self.ok(&["rev-list", "--parents", "-n", "1", tip])?;
@@ -261,7 +261,7 @@ impl GitWork {
         let made = lock(&self.made).get(commit).cloned();
         match made {
             Some(p) => Ok(p),
-            None => resolve_commit(&self.common, &format!("{commit}^1")).ok_or_else(|| {
+            None => self.first_parent(commit).ok_or_else(|| {
                 WorkError::Git(format!("the change {commit} of task {task} has no parent"))
             }),
         }

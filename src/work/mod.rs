@@ -51,10 +51,12 @@ mod made;
 pub(crate) mod merge;
 pub use merge::ScratchMerges;
 mod racy;
+mod reads;
 pub(crate) mod run_diff;
 mod stale;
 pub(crate) mod view;
 
+use crate::store::refs::RefStorage;
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -180,6 +182,10 @@ pub struct GitWork {
     /// The change commits this run made, with their parents (so keeping and integrating
     /// one asks git for neither again).
     made: Mutex<HashMap<String, String>>,
+    /// Whether the repository keeps its refs in files, which gix reads ([`reads`]).
+    refs_in_files: bool,
+    /// Merged trees by their inputs, the last few ([`reads`]).
+    merged: Mutex<reads::Merged>,
 }
 
 /// `(major, minor)` of the `git` on `PATH`.
@@ -288,7 +294,10 @@ impl GitWork {
         let area = area.canonicalize().unwrap_or(area);
         let private = area.join(stale::PRIVATE);
         let sandbox_config = view::write_config(&common, &private)?;
+        let refs_in_files = RefStorage::of(&objects) == RefStorage::Files;
         Ok(GitWork {
+            refs_in_files,
+            merged: Mutex::new(reads::Merged::default()),
             objects: objects.into(),
             zero: "0".repeat(base.commit.len()),
             kind: if base.commit.len() == 64 {
@@ -320,11 +329,6 @@ impl GitWork {
     /// The run branch's ref (`refs/heads/forum/run-RUN`).
     pub(crate) fn branch_ref(&self) -> String {
         run_branch(self.run_seq)
-    }
-
-    /// The run branch's tip, or `None` before its first integration.
-    pub(crate) fn branch_tip(&self) -> Option<String> {
-        resolve_commit(&self.common, &self.branch_ref())
     }
 
     fn ok(&self, args: &[&str]) -> Result<String, WorkError> {
@@ -474,20 +478,6 @@ impl GitWork {
             })
     }
 
-    /// `merge-tree --write-tree` of `ours` and `theirs` (with `base` as the merge base when
-    /// given): the merged tree, or the conflicting paths.
-    fn merge_tree(
-        &self,
-        base: Option<&str>,
-        ours: &str,
-        theirs: &str,
-    ) -> Result<String, WorkError> {
-        let merge_base = base.map(|b| format!("--merge-base={b}"));
-        let args = merge::merge_args(merge_base.as_deref(), ours, theirs);
-        let out = git::run(&self.common, &args)?;
-        merge::read_merge(&out, &args)
-    }
-
     /// What `git commit-tree TREE -p PARENT... -m MESSAGE` writes, as `name <email>` (author
     /// and committer, dated now), the author dated `date` when given: written here through
     /// gix (one process fewer per change), with git's own layout (the message ends in one
@@ -587,25 +577,6 @@ impl GitWork {
             lock(&self.trees).insert(cur.clone(), tree);
         }
         Ok(cur)
-    }
-
-    /// The full id of the change `commit`: as it is when this run made it, else as git
-    /// resolves it.
-    fn resolve_change(&self, commit: &str) -> Result<String, WorkError> {
-        if lock(&self.made).contains_key(commit) {
-            return Ok(commit.to_string());
-        }
-        resolve_commit(&self.common, commit)
-            .ok_or_else(|| WorkError::Git(format!("the change {commit} is not a commit here")))
-    }
-
-    fn tree_of(&self, commit: &str) -> Result<String, WorkError> {
-        if let Some(t) = lock(&self.trees).get(commit) {
-            return Ok(t.clone());
-        }
-        let tree = self.ok(&["rev-parse", "--verify", &format!("{commit}^{{tree}}")])?;
-        lock(&self.trees).insert(commit.to_string(), tree.clone());
-        Ok(tree)
     }
 }
 /// What the change from `start_tree` to `new_tree` (trees in the repository at `common`, read
