@@ -13,6 +13,7 @@
 //! task's results ref (`crate::policy::worker_push`).
 
 pub(crate) mod confine;
+mod deliver;
 mod open;
 mod wait;
 
@@ -169,7 +170,11 @@ fn serve_ready(
         });
         let mut serving = Vec::new();
         for _ in 0..o.concurrency.max(1) {
-            serving.push(s.spawn(|| {
+            let w = &w;
+            serving.push(s.spawn(move || {
+                // The slot's delivery under way: at most one, so a slot holds at most two
+                // tasks (the one it works on, the one it delivers).
+                let mut delivering: Option<std::thread::ScopedJoinHandle<()>> = None;
                 loop {
                     if o.max_tasks
                         .is_some_and(|m| done.load(Ordering::SeqCst) >= m)
@@ -179,7 +184,12 @@ fn serve_ready(
                     }
                     match conn.pull(consumer, Duration::from_secs(1)) {
                         Ok(Some(p)) => {
-                            w.handle(&p);
+                            if let Some(d) = w.handle(p, s) {
+                                if let Some(h) = delivering.take() {
+                                    let _ = h.join();
+                                }
+                                delivering = Some(s.spawn(move || w.deliver_result(d)));
+                            }
                             let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                             if n.is_multiple_of(MAINTENANCE_EVERY) {
                                 w.maintain();
@@ -191,6 +201,9 @@ fn serve_ready(
                             std::thread::sleep(Duration::from_secs(1));
                         }
                     }
+                }
+                if let Some(h) = delivering {
+                    let _ = h.join();
                 }
             }));
         }
@@ -284,7 +297,7 @@ impl Worker<'_> {
 
     /// Does `task` under a kill scope of its own, so that a halt of its run stops it; returns
     /// its result, or `None` when a halt stopped it.
-    fn work_haltable(&self, task: &TaskMessage) -> Option<ResultMessage> {
+    fn work_haltable(&self, task: &TaskMessage) -> Option<(ResultMessage, deliver::Left)> {
         let scope = crate::exec::command::new_scope();
         let stopped = Arc::new(AtomicBool::new(false));
         self.halts
@@ -314,12 +327,23 @@ impl Worker<'_> {
             .unwrap_or_else(|p| p.into_inner())
             .retain(|d| d.scope != scope);
         crate::exec::command::forget_scope(scope);
-        r.filter(|_| !stopped.load(Ordering::SeqCst))
+        let (r, left) = r?;
+        if stopped.load(Ordering::SeqCst) {
+            self.clear(left);
+            return None;
+        }
+        Some((r, left))
     }
 
     /// One message of the tasks consumer: refused in one line when it is not a task of this
-    /// ledger; else done, its result published, and acknowledged, its lease extended meanwhile.
-    fn handle(&self, p: &Pulled) {
+    /// ledger; else done, its lease extended meanwhile, and handed back to be delivered (its
+    /// change pushed, its result published, the message acknowledged, by
+    /// [`Worker::deliver_result`]) while the slot takes its next task.
+    fn handle<'s>(
+        &'s self,
+        p: Pulled,
+        s: &'s std::thread::Scope<'s, '_>,
+    ) -> Option<deliver::Delivery> {
         let task = match TaskMessage::parse(&p.payload) {
             Ok(t) if t.ledger == self.o.ledger => t,
             Ok(t) => {
@@ -327,13 +351,13 @@ impl Worker<'_> {
                     "git forum worker: refused a task of ledger {:?} (this worker serves {:?})",
                     t.ledger, self.o.ledger
                 );
-                let _ = self.conn.term(p);
-                return;
+                let _ = self.conn.term(&p);
+                return None;
             }
             Err(e) => {
                 eprintln!("git forum worker: refused a message: {e}");
-                let _ = self.conn.term(p);
-                return;
+                let _ = self.conn.term(&p);
+                return None;
             }
         };
         if p.delivered > 1 {
@@ -343,44 +367,36 @@ impl Worker<'_> {
             );
         }
         self.report(&task, "working");
-        // The renewing thread wakes every third of the lease, and at once when the work ends
-        // (its sender dropped): the result goes out without waiting for a tick.
+        // The renewing thread wakes every third of the lease until the result is out, and at
+        // once when its sender drops: the result goes out without waiting for a tick.
+        let p = Arc::new(p);
         let (finished, ended) = std::sync::mpsc::channel::<()>();
-        let result = std::thread::scope(|s| {
-            let task = &task;
+        {
+            let (p, task) = (Arc::clone(&p), task.clone());
             s.spawn(move || {
                 let every = (self.o.lease / 3).max(Duration::from_millis(200));
                 while let Err(RecvTimeoutError::Timeout) = ended.recv_timeout(every) {
                     if !renewal_suppressed() {
-                        let _ = self.conn.progress(p);
+                        let _ = self.conn.progress(&p);
                     }
-                    self.report(task, "working");
+                    self.report(&task, "working");
                 }
             });
-            let r = self.work_haltable(task);
-            drop(finished);
-            r
-        });
-        let Some(result) = result else {
+        }
+        let Some((result, left)) = self.work_haltable(&task) else {
             // Halted: nothing pushed, nothing answered, and the task is not given out again.
-            let _ = self.conn.term(p);
+            drop(finished);
+            let _ = self.conn.term(&p);
             self.report(&task, "halted");
-            return;
+            return None;
         };
-        let subject = protocol::result_subject(&task.ledger, task.run);
-        let times = if self.o.answer_twice { 2 } else { 1 };
-        for i in 0..times {
-            let id = format!("{}.{}.{i}", task.attempt, self.o.name);
-            if let Err(e) = self.conn.publish_once(&subject, result.to_bytes(), &id) {
-                // Not acknowledged: the task is delivered again after the lease.
-                eprintln!("git forum worker: {e}");
-                return;
-            }
-        }
-        if let Err(e) = self.conn.ack(p) {
-            eprintln!("git forum worker: {e}");
-        }
-        self.report(&task, "done");
+        Some(deliver::Delivery {
+            task,
+            pulled: p,
+            result,
+            left,
+            renewing: finished,
+        })
     }
 
     /// Lets git pack the worker's clone when it needs it, as git's own commands would have
@@ -407,9 +423,9 @@ impl Worker<'_> {
         let _ = self.conn.publish(&subject, m.to_bytes());
     }
 
-    /// Does `task` and says how it went (a failure is a result too); `stopped` is raised when
-    /// a halt stops it (then nothing is pushed).
-    fn work(&self, task: &TaskMessage, stopped: &AtomicBool) -> ResultMessage {
+    /// Does `task` and says how it went (a failure is a result too), with what is left to
+    /// deliver and clear; `stopped` is raised when a halt stops it (then nothing is pushed).
+    fn work(&self, task: &TaskMessage, stopped: &AtomicBool) -> (ResultMessage, deliver::Left) {
         let mut r = ResultMessage {
             schema: RESULT_SCHEMA.into(),
             ledger: task.ledger.clone(),
@@ -430,37 +446,41 @@ impl Worker<'_> {
         };
         let dir = match tempfile::Builder::new().prefix("forum-worker-").tempdir() {
             Ok(d) => d,
-            Err(e) => return failed(r, "work", format!("no directory for the worktree: {e}")),
+            Err(e) => {
+                let r = failed(r, "work", format!("no directory for the worktree: {e}"));
+                return (r, deliver::Left::default());
+            }
         };
         let tree = dir.path().join("tree");
+        let mut left = deliver::Left {
+            tree: Some((dir, tree.clone())),
+            push: None,
+        };
         if let Err(e) = self.open(task, &tree) {
-            return failed(r, "work", e);
+            return (failed(r, "work", e), left);
         }
         // Read before the seat runs, so the admin directory is the one git made.
-        let out = git_line(&tree, &["rev-parse", "--absolute-git-dir"])
+        let out = open::admin_dir(&tree)
             .map_err(|e| ("work", e))
             .and_then(|admin| {
-                let admin = PathBuf::from(admin);
-                let private = dir.path().join("private");
+                let private = tree.with_file_name("private");
                 let jail =
                     confine::jail_for(self.o.jail.as_ref(), &self.o.repo, &tree, &admin, &private)
                         .map_err(|e| ("sandbox", format!("cannot confine the task: {e}")))?;
                 self.run_task(task, &tree, &admin, jail, &mut r, stopped)
             });
-        let r = match out {
-            Ok(()) => r,
-            Err((code, why)) => failed(r, code, why),
-        };
-        let _guard = self.turn.lock();
-        let _ = git_line(
-            &self.o.repo,
-            &["worktree", "remove", "--force", &tree.to_string_lossy()],
-        );
-        r
+        match out {
+            Ok(push) => {
+                left.push = push;
+                (r, left)
+            }
+            Err((code, why)) => (failed(r, code, why), left),
+        }
     }
 
     /// Calls the worker seat in `tree` (whose admin directory is `admin`) in `jail`, commits
-    /// what it changed, runs the checks there and pushes the commit, filling `r`.
+    /// what it changed and runs the checks there, filling `r`; returns the commit to push and
+    /// the results ref to push it to, when it made one.
     fn run_task(
         &self,
         task: &TaskMessage,
@@ -469,7 +489,7 @@ impl Worker<'_> {
         jail: Option<Arc<Jail>>,
         r: &mut ResultMessage,
         stopped: &AtomicBool,
-    ) -> Result<(), (&'static str, String)> {
+    ) -> Result<Option<(String, String)>, (&'static str, String)> {
         let exec: Arc<dyn Executor> = match self.o.seat.as_deref().or(task.seat.as_deref()) {
             Some(slot) => self.o.seats.slot(slot).ok_or_else(|| {
                 (
@@ -518,101 +538,11 @@ impl Worker<'_> {
         if stopped.load(Ordering::SeqCst) {
             return Err(("halted", "error: the run was halted".into()));
         }
-        if let Some(c) = r.commit.clone() {
-            let to = protocol::result_ref(&task.ledger, task.run, &task.task_ref, &task.attempt);
-            if let Some(found) = self.deliver(task, &c, &to).map_err(|e| ("work", e))? {
-                r.commit = Some(found);
-                r.found_in_ref = true;
-            }
-        }
         r.ok = true;
-        Ok(())
-    }
-
-    /// Pushes `commit` to the attempt's results ref `to`, never over what is there. When the
-    /// push is refused because the ref exists (another delivery of this attempt pushed
-    /// first, after this worker's lease ran out), the commit it holds is the attempt's
-    /// change: it is returned (`Some`) when it is one commit on the task's base carrying the
-    /// attempt's trailer, so that every answer of the attempt names the same change.
-    fn deliver(
-        &self,
-        task: &TaskMessage,
-        commit: &str,
-        to: &str,
-    ) -> Result<Option<String>, String> {
-        let Err(refused) = self.push(commit, to) else {
-            return Ok(None);
-        };
-        let local = format!("refs/forum/worker/found/{}", task.attempt);
-        let fetched = self.fetch_to(to, &local);
-        let found = fetched.and_then(|_| {
-            git_line(
-                &self.o.repo,
-                &["rev-parse", "--verify", &format!("{local}^{{commit}}")],
-            )
-        });
-        let _ = git_line(&self.o.repo, &["update-ref", "-d", &local]);
-        // Not there: the push failed for another reason.
-        let Ok(found) = found else {
-            return Err(format!("cannot push the change to {to}: {refused}"));
-        };
-        if found == commit {
-            return Ok(None);
-        }
-        let parents = git_line(&self.o.repo, &["rev-list", "--parents", "-n", "1", &found])?;
-        let trailer = git_line(
-            &self.o.repo,
-            &[
-                "log",
-                "-1",
-                "--format=%(trailers:key=Forum-Attempt,valueonly)",
-                &found,
-            ],
-        )?;
-        let on_base = parents.split_whitespace().skip(1).eq([task.base.as_str()]);
-        if !on_base || trailer.trim() != task.attempt {
-            return Err(format!(
-                "cannot push the change to {to}: the remote holds {found} there, which is not a change of attempt {} on the task's base",
-                task.attempt
-            ));
-        }
-        eprintln!(
-            "git forum worker: {to} already held {found} (another delivery of attempt {} pushed first); the result names it",
-            task.attempt
-        );
-        Ok(Some(found))
-    }
-
-    /// Pushes `commit` to `to` on the remote, saying it is this worker's push (`-o
-    /// forum-worker=NAME`); to a remote that takes no push options (one without git forum's
-    /// server hook), the same push without it. Never forced: when the server gave the attempt
-    /// to another worker too (a lease that ran out) and that one pushed first, this push is
-    /// refused and the first result stays, whether or not the remote has git forum's hook.
-    fn push(&self, commit: &str, to: &str) -> Result<String, String> {
-        let option = format!("{}={}", crate::policy::worker_push::OPTION, self.o.name);
-        // Not forced: a results ref that exists is never moved.
-        let spec = format!("{commit}:{to}");
-        let remote = self.o.remote.as_str();
-        let plain = ["push", "--quiet", "--no-verify", remote, &spec];
-        if self.plain_push.load(Ordering::Relaxed) {
-            return git_line(&self.o.repo, &plain);
-        }
-        let with = [
-            "push",
-            "--quiet",
-            "--no-verify",
-            "-o",
-            &option,
-            remote,
-            &spec,
-        ];
-        match git_line(&self.o.repo, &with) {
-            Err(e) if e.contains("does not support push options") => {
-                self.plain_push.store(true, Ordering::Relaxed);
-                git_line(&self.o.repo, &plain)
-            }
-            done => done,
-        }
+        Ok(r.commit.clone().map(|c| {
+            let to = protocol::result_ref(&task.ledger, task.run, &task.task_ref, &task.attempt);
+            (c, to)
+        }))
     }
 
     /// Commits everything changed in `tree` on the base, with trailers tying it to the task's
@@ -672,7 +602,7 @@ impl Worker<'_> {
         .env("GIT_COMMITTER_NAME", "git forum worker")
         .env("GIT_COMMITTER_EMAIL", "worker@git-forum.invalid");
         run_git(cmd, Some(message.as_bytes()))?;
-        run_git(git(&["rev-parse", "HEAD"]), None).map(|h| Some(h.trim().to_string()))
+        open::detached_head(admin, || run_git(git(&["rev-parse", "HEAD"]), None)).map(Some)
     }
 }
 

@@ -29,6 +29,7 @@ mod dispatch_early;
 mod dispatch_fleet;
 mod dispatch_nats;
 mod dispatch_ops;
+mod dispatch_overlap;
 mod dispatch_redeliver;
 mod dispatch_refused;
 mod dispatch_workers;

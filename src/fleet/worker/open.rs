@@ -3,7 +3,8 @@
 //! out because objects of the base are missing here, the base is fetched again (see
 //! [`open_with`]).
 
-use std::path::Path;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 
 use super::super::protocol::TaskMessage;
 use super::super::writer::git_line;
@@ -105,6 +106,51 @@ fn open_with(
     add()
 }
 
+/// The admin directory git made for the worktree `tree`, read (before the seat runs) from the
+/// `.git` file `git worktree add` wrote there when it names an absolute directory, else asked
+/// of `git rev-parse --absolute-git-dir` (a relative link, or anything unexpected).
+pub(super) fn admin_dir(tree: &Path) -> Result<PathBuf, String> {
+    let link = std::fs::File::open(tree.join(".git")).and_then(|f| {
+        let mut text = String::new();
+        f.take(4096).read_to_string(&mut text).map(|_| text)
+    });
+    if let Some(dir) = link.ok().as_deref().and_then(named_dir)
+        && dir.is_dir()
+    {
+        return Ok(dir);
+    }
+    git_line(tree, &["rev-parse", "--absolute-git-dir"]).map(PathBuf::from)
+}
+
+/// The absolute directory a worktree's `.git` file (`gitdir: PATH` and a newline) names.
+fn named_dir(text: &str) -> Option<PathBuf> {
+    let line = text.strip_prefix("gitdir: ")?.strip_suffix('\n')?;
+    let path = PathBuf::from(line);
+    (!line.contains('\n') && path.is_absolute()).then_some(path)
+}
+
+/// The commit the worktree whose admin directory is `admin` is detached at, read from its
+/// `HEAD` when that holds an object id, else asked of `git rev-parse HEAD`.
+pub(super) fn detached_head(
+    admin: &Path,
+    rev_parse: impl FnOnce() -> Result<String, String>,
+) -> Result<String, String> {
+    let head = std::fs::File::open(admin.join("HEAD")).and_then(|f| {
+        let mut text = String::new();
+        f.take(128).read_to_string(&mut text).map(|_| text)
+    });
+    match head.ok().as_deref().map(str::trim) {
+        Some(h)
+            if matches!(h.len(), 40 | 64)
+                && h.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) =>
+        {
+            Ok(h.to_string())
+        }
+        _ => rev_parse(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +231,41 @@ mod tests {
         let (out, log) = steps(true, 0, &[Fetch::Again]);
         assert_eq!(out, Err("Again failed".into()));
         assert_eq!(log, ["add", "fetch Plain", "add", "fetch Again"]);
+    }
+
+    #[test]
+    fn a_worktree_link_names_its_admin_directory_only_when_it_is_absolute_and_one_line() {
+        assert_eq!(
+            named_dir("gitdir: /r/.git/worktrees/tree\n"),
+            Some(PathBuf::from("/r/.git/worktrees/tree"))
+        );
+        assert_eq!(named_dir("gitdir: ../.git/worktrees/tree\n"), None);
+        assert_eq!(named_dir("gitdir: /r/.git/worktrees/tree"), None);
+        assert_eq!(named_dir("gitdir: /a\n/b\n"), None);
+        assert_eq!(named_dir("/r/.git/worktrees/tree\n"), None);
+    }
+
+    #[test]
+    fn a_detached_head_is_read_from_its_file_and_anything_else_is_asked_of_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let asked = || Ok::<_, String>("asked".to_string());
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        std::fs::write(dir.path().join("HEAD"), format!("{id}\n")).unwrap();
+        assert_eq!(detached_head(dir.path(), asked).unwrap(), id);
+        for other in [
+            "ref: refs/heads/main\n",
+            "0123456789ABCDEF0123456789ABCDEF01234567\n",
+            "abc\n",
+            "",
+        ] {
+            std::fs::write(dir.path().join("HEAD"), other).unwrap();
+            assert_eq!(
+                detached_head(dir.path(), asked).unwrap(),
+                "asked",
+                "{other:?}"
+            );
+        }
+        std::fs::remove_file(dir.path().join("HEAD")).unwrap();
+        assert_eq!(detached_head(dir.path(), asked).unwrap(), "asked");
     }
 }
