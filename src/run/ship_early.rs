@@ -69,6 +69,19 @@ impl<'p> WaveShip<'p> {
     }
 }
 
+/// `tasks` in the order of `order` (the wave's tasks in plan order); a task `order` does not
+/// name keeps its place after those it does.
+fn in_plan_order<'t>(tasks: &[&'t Task], order: &[&Task]) -> Vec<&'t Task> {
+    let mut sorted = tasks.to_vec();
+    sorted.sort_by_key(|t| {
+        order
+            .iter()
+            .position(|o| o.id == t.id)
+            .unwrap_or(usize::MAX)
+    });
+    sorted
+}
+
 impl Run<'_, '_> {
     /// Runs one wave's tasks and ships their changes when the run works in the repository:
     /// while the tasks are out when the run may ship early ([`Run::ships_early`]), and what
@@ -85,11 +98,18 @@ impl Run<'_, '_> {
             return self.run_wave(tasks, plan_seq, results);
         };
         let ship = WaveShip::new(plan, wave_index, wave, plan_seq);
-        // Shipping as results come in gains most when they come in plan order.
-        if self.ships_early() {
-            let ids = tasks.iter().map(|t| t.id.clone()).collect();
+        // Shipping as results come in gains most when they come in plan order: the order
+        // shipping follows. A wave lists its tasks sorted by id (T1, T10, T100, T11, ...), not
+        // in that order, so the tasks are taken and sent in plan order here.
+        let in_plan;
+        let tasks = if self.ships_early() {
+            in_plan = in_plan_order(tasks, &ship.order);
+            let ids = in_plan.iter().map(|t| t.id.clone()).collect();
             *lock(&w.sending) = Some(std::sync::Arc::new(SendOrder::new(ids)));
-        }
+            &in_plan[..]
+        } else {
+            tasks
+        };
         let ran = self.run_wave_shipping(tasks, plan_seq, results, Some((w, &ship)));
         *lock(&w.sending) = None;
         ran?;

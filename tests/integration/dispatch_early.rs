@@ -234,3 +234,37 @@ fn a_wave_shipped_early_goes_out_in_plan_order_and_one_worker_answers_in_it() {
         repo.forum_ok(&["verify", "--deep"]);
     });
 }
+
+#[test]
+fn a_wave_of_more_than_nine_tasks_goes_out_in_plan_order_not_sorted_by_id() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        std::fs::create_dir_all(repo.path().join(".forum")).unwrap();
+        std::fs::write(
+            repo.path().join(".forum/policy.toml"),
+            "max_parallel = 2\nmax_tasks = 12\n",
+        )
+        .unwrap();
+        let plan: Vec<String> = (1..=12).map(|i| format!("T{i}")).collect();
+        let tasks: Vec<String> = (1..=12)
+            .map(|i| format!(r#"{{"id":"T{i}","agent":"backend","instruction":"write f{i}.txt","depends_on":[],"done_when":["the file is there"]}}"#))
+            .collect();
+        let m = model(repo, &format!(r#"{{"tasks":[{}]}}"#, tasks.join(",")));
+        let c = clone(&url);
+        let _w = worker(repo, c.path(), &server, &m, &["--no-sandbox"]);
+        let (ok, _j, err) = finish(submit(repo, &server, &m));
+        assert!(ok, "{err}\n{}", logs(&[&c]));
+        let sent: Vec<String> = payloads(repo, "task_dispatched")
+            .into_iter()
+            .map(|(_, p)| p["task"].as_str().unwrap_or_default().to_string())
+            .collect();
+        // Sorted by id they would go T1, T10, T11, T12, T2, ...: T2 would wait behind three
+        // later tasks, and every merge after T1 behind T2.
+        assert_eq!(sent, plan, "the tasks went out in plan order");
+        let (merged, _) = merges_and_results(repo);
+        let order: Vec<&str> = merged.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(order, plan);
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
