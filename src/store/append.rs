@@ -34,10 +34,6 @@ fn refused(e: StoreError) -> StoreError {
     }
 }
 
-/// Consolidate packs (`git repack -d --geometric=2`) once a repository holds more than this
-/// many; gix handles also size their index slots from the count at open.
-pub const MAX_PACKS: usize = 24;
-
 pub(super) struct Built {
     pub(super) objects: Vec<Obj>,
     pub(super) commits: Vec<ObjectId>,
@@ -156,6 +152,8 @@ impl GitStore {
                 CasOutcome::Moved => {
                     let wal = log.wal.as_mut().filter(|_| logged);
                     self.acknowledge_and_flush(&lock, wal, tip.as_ref(), &built, guard)?;
+                    drop(lock);
+                    self.merge_packs_if_wanted();
                     failpoint("appended");
                     return Ok((built.commits, built.entries));
                 }
@@ -405,7 +403,8 @@ impl GitStore {
             });
         }
         if built.as_pack {
-            self.consolidate_packs();
+            // Merged once the writer lock is released (see `merge.rs`).
+            self.want_pack_merge();
         }
         Ok(ticket)
     }
@@ -548,18 +547,6 @@ impl GitStore {
             self.refname,
             self.reflog_path().display()
         )))
-    }
-
-    /// Merges small packs once there are many (git's geometric repack keeps old big packs).
-    pub(crate) fn consolidate_packs(&self) {
-        if pack::pack_count(&self.objects_dir()) <= MAX_PACKS {
-            return;
-        }
-        let _ = crate::gitproc::at_git_dir(&self.common_dir)
-            .args(["repack", "-d", "-q", "--geometric=2"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
     }
 
     /// Appends one entry (loose objects).
