@@ -151,9 +151,7 @@ impl GitStore {
             match outcome {
                 CasOutcome::Moved => {
                     let wal = log.wal.as_mut().filter(|_| logged);
-                    self.acknowledge_and_flush(&lock, wal, tip.as_ref(), &built, guard)?;
-                    drop(lock);
-                    self.merge_packs_if_wanted();
+                    self.acknowledge_and_flush(lock, wal, tip.as_ref(), &built, guard)?;
                     failpoint("appended");
                     return Ok((built.commits, built.entries));
                 }
@@ -314,20 +312,24 @@ impl GitStore {
 
     /// [`acknowledge`](Self::acknowledge), then, when the record is in the log but not yet on
     /// disk, releases the writer lock `lock` so that other appenders go on while this one waits
-    /// for a flush that covers it (see `wal/group.rs`).
+    /// for a flush that covers it (see `wal/group.rs`). Consumes the lock: once it is released,
+    /// a pack merge this append asked for starts (see `merge.rs`).
     fn acknowledge_and_flush(
         &self,
-        lock: &super::lock::Held,
+        lock: super::lock::Held,
         log: Option<&mut Wal>,
         tip: Option<&Tip>,
         built: &Built,
         guard: Option<pack::PackGuard>,
     ) -> Result<(), StoreError> {
-        if let Some(ticket) = self.acknowledge(lock, log, tip, built, guard)? {
+        if let Some(ticket) = self.acknowledge(&lock, log, tip, built, guard)? {
             lock.unlock();
             failpoint("wal-logged");
-            self.flush_covering(lock, ticket)?;
+            self.flush_covering(&lock, ticket)?;
         }
+        // Packs are merged once the writer lock is released (see `merge.rs`).
+        drop(lock);
+        self.merge_packs_if_wanted();
         Ok(())
     }
 

@@ -248,6 +248,8 @@ pub struct GitStore {
     /// This handle wrote a pack under a lock: packs are merged once the lock is released (see
     /// `merge.rs`).
     pub(super) merge_wanted: std::sync::atomic::AtomicBool,
+    /// The thread of this handle's last pack merge (see `merge.rs`).
+    pub(super) merge_thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl GitStore {
@@ -272,6 +274,7 @@ impl GitStore {
             tip_via_git: std::sync::Mutex::new(None),
             object_file: std::sync::Mutex::new(None),
             merge_wanted: std::sync::atomic::AtomicBool::new(false),
+            merge_thread: std::sync::Mutex::new(None),
         };
         // After a reboot, restore what the write-ahead log holds and the disk lost. A failure
         // leaves the repository as it is: reads then see (and verify reports) the real state,
@@ -326,6 +329,7 @@ impl GitStore {
             tip_via_git: std::sync::Mutex::new(None),
             object_file: std::sync::Mutex::new(None),
             merge_wanted: std::sync::atomic::AtomicBool::new(false),
+            merge_thread: std::sync::Mutex::new(None),
         })
     }
 
