@@ -34,10 +34,6 @@ fn refused(e: StoreError) -> StoreError {
     }
 }
 
-/// Consolidate packs (`git repack -d --geometric=2`) once a repository holds more than this
-/// many; gix handles also size their index slots from the count at open.
-pub const MAX_PACKS: usize = 24;
-
 pub(super) struct Built {
     pub(super) objects: Vec<Obj>,
     pub(super) commits: Vec<ObjectId>,
@@ -155,7 +151,7 @@ impl GitStore {
             match outcome {
                 CasOutcome::Moved => {
                     let wal = log.wal.as_mut().filter(|_| logged);
-                    self.acknowledge_and_flush(&lock, wal, tip.as_ref(), &built, guard)?;
+                    self.acknowledge_and_flush(lock, wal, tip.as_ref(), &built, guard)?;
                     failpoint("appended");
                     return Ok((built.commits, built.entries));
                 }
@@ -316,20 +312,24 @@ impl GitStore {
 
     /// [`acknowledge`](Self::acknowledge), then, when the record is in the log but not yet on
     /// disk, releases the writer lock `lock` so that other appenders go on while this one waits
-    /// for a flush that covers it (see `wal/group.rs`).
+    /// for a flush that covers it (see `wal/group.rs`). Consumes the lock: once it is released,
+    /// a pack merge this append asked for starts (see `merge.rs`).
     fn acknowledge_and_flush(
         &self,
-        lock: &super::lock::Held,
+        lock: super::lock::Held,
         log: Option<&mut Wal>,
         tip: Option<&Tip>,
         built: &Built,
         guard: Option<pack::PackGuard>,
     ) -> Result<(), StoreError> {
-        if let Some(ticket) = self.acknowledge(lock, log, tip, built, guard)? {
+        if let Some(ticket) = self.acknowledge(&lock, log, tip, built, guard)? {
             lock.unlock();
             failpoint("wal-logged");
-            self.flush_covering(lock, ticket)?;
+            self.flush_covering(&lock, ticket)?;
         }
+        // Packs are merged once the writer lock is released (see `merge.rs`).
+        drop(lock);
+        self.merge_packs_if_wanted();
         Ok(())
     }
 
@@ -405,7 +405,8 @@ impl GitStore {
             });
         }
         if built.as_pack {
-            self.consolidate_packs();
+            // Merged once the writer lock is released (see `merge.rs`).
+            self.want_pack_merge();
         }
         Ok(ticket)
     }
@@ -548,18 +549,6 @@ impl GitStore {
             self.refname,
             self.reflog_path().display()
         )))
-    }
-
-    /// Merges small packs once there are many (git's geometric repack keeps old big packs).
-    pub(crate) fn consolidate_packs(&self) {
-        if pack::pack_count(&self.objects_dir()) <= MAX_PACKS {
-            return;
-        }
-        let _ = crate::gitproc::at_git_dir(&self.common_dir)
-            .args(["repack", "-d", "-q", "--geometric=2"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
     }
 
     /// Appends one entry (loose objects).

@@ -31,7 +31,6 @@ use crate::ledger::hash::sha256_hex;
 use crate::ledger::{Entry, NewEntry, Storage, StorageError};
 
 // The old paths, for callers across the crate.
-pub use super::append::MAX_PACKS;
 pub use super::codec::{COMMITTER, PAYLOAD_FILE, commit_bytes, commit_message, tree_bytes};
 pub(crate) use super::codec::{
     entry_from_message, entry_from_message_checked, hex_to_bytes, is_commit_of, object,
@@ -43,6 +42,7 @@ pub(crate) use super::error::git_err;
 pub use super::handle::APPEND_DEADLINE;
 pub use super::handle::{Appended, GitStore, Options, Tip};
 pub(crate) use super::handle::{LEDGER_PREFIX, ReflogLine, open_repo, validate_ledger_name};
+pub use super::merge::MAX_PACKS;
 pub(crate) use super::refs::CasOutcome;
 
 impl GitStore {

@@ -245,6 +245,11 @@ pub struct GitStore {
     /// which the append's commit is written to and linked in under the lock (see
     /// `GitStore::ready_object_file`).
     pub(super) object_file: std::sync::Mutex<Option<std::fs::File>>,
+    /// This handle wrote a pack under a lock: packs are merged once the lock is released (see
+    /// `merge.rs`).
+    pub(super) merge_wanted: std::sync::atomic::AtomicBool,
+    /// The thread of this handle's last pack merge (see `merge.rs`).
+    pub(super) merge_thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl GitStore {
@@ -268,6 +273,8 @@ impl GitStore {
             append_deadline: APPEND_DEADLINE,
             tip_via_git: std::sync::Mutex::new(None),
             object_file: std::sync::Mutex::new(None),
+            merge_wanted: std::sync::atomic::AtomicBool::new(false),
+            merge_thread: std::sync::Mutex::new(None),
         };
         // After a reboot, restore what the write-ahead log holds and the disk lost. A failure
         // leaves the repository as it is: reads then see (and verify reports) the real state,
@@ -321,6 +328,8 @@ impl GitStore {
             append_deadline: APPEND_DEADLINE,
             tip_via_git: std::sync::Mutex::new(None),
             object_file: std::sync::Mutex::new(None),
+            merge_wanted: std::sync::atomic::AtomicBool::new(false),
+            merge_thread: std::sync::Mutex::new(None),
         })
     }
 

@@ -1063,6 +1063,9 @@ fn many_batches_do_not_pile_up_packs() {
             .collect();
         store.append_entries(&batch).unwrap();
     }
+    // Merges run beside the appends, on a thread of their own: dropping the handle waits for
+    // them.
+    drop(store);
     let packs = std::fs::read_dir(repo.git_dir().join("objects/pack"))
         .unwrap()
         .filter(|e| {

@@ -63,6 +63,7 @@ mod mcp_discover;
 mod model;
 mod otel_export;
 mod outcomes;
+mod pack_merge;
 mod plan;
 mod prepare_same;
 mod presets;

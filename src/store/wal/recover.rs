@@ -233,7 +233,8 @@ impl GitStore {
         })?;
         // Its objects are reachable already: nothing needs the `.keep`.
         guard.release();
-        self.consolidate_packs();
+        // Merged once the writer lock is released (see `merge.rs`).
+        self.want_pack_merge();
         Ok(())
     }
 
@@ -259,6 +260,8 @@ impl GitStore {
         {
             self.recover_with(&mut wal)?;
         }
+        drop(_lock);
+        self.merge_packs_if_wanted();
         Ok(())
     }
 
