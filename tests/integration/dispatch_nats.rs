@@ -56,6 +56,12 @@ impl NatsServer {
         s
     }
 
+    /// A server that speaks only TLS, with the certificate `cert` and its key `key`.
+    pub(crate) fn with_tls(cert: &Path, key: &Path) -> NatsServer {
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        NatsServer::start_with(&["--tls", "--tlscert", &cert, "--tlskey", &key])
+    }
+
     fn start_with(extra: &[&str]) -> NatsServer {
         static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let store = tempfile::tempdir().unwrap();
@@ -322,17 +328,14 @@ pub(crate) fn worker(
     cmd: &str,
     extra: &[&str],
 ) -> Killed {
+    worker_at(repo, clone, &server.url(), cmd, extra)
+}
+
+/// [`worker`] on the server at `url`.
+pub(crate) fn worker_at(repo: &Repo, clone: &Path, url: &str, cmd: &str, extra: &[&str]) -> Killed {
     let mut c = repo.forum();
     c.current_dir(clone.join("c"))
-        .args([
-            "worker",
-            "--nats",
-            &server.url(),
-            "--lease",
-            "2",
-            "--cmd",
-            cmd,
-        ])
+        .args(["worker", "--nats", url, "--lease", "2", "--cmd", cmd])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(clone.join("worker.log")).unwrap());

@@ -32,6 +32,7 @@ mod dispatch_ops;
 mod dispatch_overlap;
 mod dispatch_redeliver;
 mod dispatch_refused;
+mod dispatch_tls;
 mod dispatch_workers;
 mod docs;
 mod edges;
