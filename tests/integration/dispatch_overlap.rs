@@ -72,3 +72,39 @@ fn a_worker_starts_its_next_task_while_the_last_ones_change_is_still_being_pushe
         repo.forum_ok(&["verify", "--deep"]);
     });
 }
+
+#[test]
+fn a_worker_given_a_seat_runs_every_task_on_that_slot_of_its_runtime_config() {
+    let repo = Repo::new(crate::common::FORMATS[0]);
+    let server = NatsServer::start();
+    let (_bare, url) = shared(&repo);
+    let m = model(&repo, TWO);
+    let c = clone(&url);
+    let clone_dir = c.path().join("c");
+    // Its default slot fails every call; its cheap slot is the scripted model.
+    std::fs::create_dir_all(clone_dir.join(".forum")).unwrap();
+    std::fs::write(
+        clone_dir.join(".forum/runtime.toml"),
+        format!("[runtime.default]\ncmd = \"false\"\n\n[runtime.tiers.cheap]\ncmd = \"{m}\"\n"),
+    )
+    .unwrap();
+    std::fs::write(clone_dir.join(".git/info/exclude"), ".forum/\n").unwrap();
+    let mut w = repo.forum();
+    w.current_dir(&clone_dir)
+        .args(["worker", "--nats", &server.url(), "--lease", "2"])
+        .args(["--no-sandbox", "--seat", "cheap"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(c.path().join("worker.log")).unwrap());
+    let _w = crate::dispatch_nats::Killed(w.spawn().unwrap());
+    let (ok, _, err) = finish(submit(&repo, &server, &m));
+    assert!(ok, "{err}\n{}", logs(&[&c]));
+    let results = task_results(&repo);
+    assert_eq!(results.len(), 2, "{err}");
+    for (_, r) in &results {
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    assert_eq!(
+        repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
+        "2"
+    );
+}

@@ -52,6 +52,7 @@ mod aider;
 mod ceiling;
 mod claude;
 mod codex;
+mod dispatched;
 mod failures;
 mod forum;
 mod halt;
