@@ -40,6 +40,20 @@ fn marking_model(dir: &Path, model: &str, first: &Path, mark: &Path) -> String {
     path.display().to_string()
 }
 
+/// Both tasks of [`TWO`] answered ok and merged onto the run branch (`err`: the submit's
+/// stderr, for a failure's message).
+fn both_done_and_merged(repo: &Repo, err: &str) {
+    let results = task_results(repo);
+    assert_eq!(results.len(), 2, "{err}");
+    for (_, r) in &results {
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    assert_eq!(
+        repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
+        "2"
+    );
+}
+
 #[test]
 fn a_worker_starts_its_next_task_while_the_last_ones_change_is_still_being_pushed() {
     on_each_kind(|repo: &Repo| {
@@ -60,15 +74,7 @@ fn a_worker_starts_its_next_task_while_the_last_ones_change_is_still_being_pushe
         let (ok, _, err) = finish(submit(repo, &server, &m));
         assert!(ok, "{err}\n{}", logs(&[&c]));
         assert!(mark.exists(), "the seat never started a second task");
-        let results = task_results(repo);
-        assert_eq!(results.len(), 2, "{err}");
-        for (_, r) in &results {
-            assert_eq!(r["ok"], true, "{r}");
-        }
-        assert_eq!(
-            repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
-            "2"
-        );
+        both_done_and_merged(repo, &err);
         repo.forum_ok(&["verify", "--deep"]);
     });
 }
@@ -98,13 +104,5 @@ fn a_worker_given_a_seat_runs_every_task_on_that_slot_of_its_runtime_config() {
     let _w = crate::dispatch_nats::Killed(w.spawn().unwrap());
     let (ok, _, err) = finish(submit(&repo, &server, &m));
     assert!(ok, "{err}\n{}", logs(&[&c]));
-    let results = task_results(&repo);
-    assert_eq!(results.len(), 2, "{err}");
-    for (_, r) in &results {
-        assert_eq!(r["ok"], true, "{r}");
-    }
-    assert_eq!(
-        repo.git_ok(&["rev-list", "--count", "main..forum/run-0"]),
-        "2"
-    );
+    both_done_and_merged(&repo, &err);
 }

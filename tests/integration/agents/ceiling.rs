@@ -194,19 +194,8 @@ impl Ceilinged {
     fn forum(&self, args: &[&str]) -> Output {
         let f = &self.f;
         let mut cmd = timed(600, Path::new(env!("CARGO_BIN_EXE_git-forum")));
-        cmd.current_dir(&f.project)
-            .env("HOME", &f.home)
-            .env("PATH", &self.path)
-            .env("VIRTUAL_ENV", &f.venv)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-            .env("GIT_FORUM_CACHE_DIR", f.dir().join("cache"))
-            .env("GIT_FORUM_STATE_DIR", f.dir().join("state"))
-            .args(args);
+        cmd.current_dir(&f.project);
+        super::forum::fixture_env(&mut cmd, f, &self.path).args(args);
         let (name, value) = self.entry.split_once('=').unwrap();
         cmd.env(name, value);
         for (k, v) in &self.vars {

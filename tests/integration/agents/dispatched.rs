@@ -16,27 +16,13 @@ use crate::dispatch_nats::{Killed, NatsServer};
 /// agent's folder (`program_dir`) on `PATH`, no user git configuration.
 fn forum(f: &Fixture, dir: &Path, program_dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_git-forum"));
-    cmd.current_dir(dir)
-        .env_clear()
-        .env("HOME", &f.home)
-        .env(
-            "PATH",
-            format!(
-                "{}:{}:/usr/local/bin:/usr/bin:/bin",
-                f.venv.join("bin").display(),
-                program_dir.display()
-            ),
-        )
-        .env("VIRTUAL_ENV", &f.venv)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-        .env("GIT_FORUM_CACHE_DIR", f.dir().join("cache"))
-        .env("GIT_FORUM_STATE_DIR", f.dir().join("state"))
-        .stdin(Stdio::null());
+    let path = format!(
+        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+        f.venv.join("bin").display(),
+        program_dir.display()
+    );
+    cmd.current_dir(dir).env_clear();
+    super::forum::fixture_env(&mut cmd, f, &path).stdin(Stdio::null());
     cmd
 }
 

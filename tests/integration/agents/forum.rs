@@ -108,19 +108,8 @@ pub(super) fn submit_command(
         ),
     };
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_git-forum"));
-    cmd.current_dir(&f.project)
-        .env_clear()
-        .env("HOME", &f.home)
-        .env("PATH", path)
-        .env("VIRTUAL_ENV", &f.venv)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-        .env("GIT_FORUM_CACHE_DIR", f.dir().join("cache"))
-        .env("GIT_FORUM_STATE_DIR", f.dir().join("state"))
+    cmd.current_dir(&f.project).env_clear();
+    fixture_env(&mut cmd, f, &path)
         .args([
             "submit",
             "--json",
@@ -136,6 +125,27 @@ pub(super) fn submit_command(
         cmd.env(k, v);
     }
     cmd
+}
+
+/// The environment every `git forum` of an agent test runs in: the fixture's `HOME`, `PATH`
+/// (the project's venv and the agent's folder first) and venv, no user git configuration, a
+/// fixed identity, and git forum's cache and state inside the fixture.
+pub(super) fn fixture_env<'c>(
+    cmd: &'c mut std::process::Command,
+    f: &Fixture,
+    path: &str,
+) -> &'c mut std::process::Command {
+    cmd.env("HOME", &f.home)
+        .env("PATH", path)
+        .env("VIRTUAL_ENV", &f.venv)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .env("GIT_FORUM_CACHE_DIR", f.dir().join("cache"))
+        .env("GIT_FORUM_STATE_DIR", f.dir().join("state"))
 }
 
 /// git forum's JSON answer to `args` in the fixture.
