@@ -33,14 +33,17 @@ impl Drop for Daemon {
 }
 
 /// Starts `git forum BEFORE serve --port 0 ARGS` in `dir` (its stderr shown or dropped):
-/// the daemon, its address and its token.
+/// the daemon, its address and its token. `GIT_FORUM_BENCH_DAEMON` names another `git-forum`
+/// binary to serve with (to compare two builds in alternating runs of one bench binary).
 pub fn start(
     dir: &Path,
     before: &[&str],
     args: &[&str],
     stderr: Stdio,
 ) -> (Daemon, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_git-forum"));
+    let bin = std::env::var_os("GIT_FORUM_BENCH_DAEMON")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_git-forum").into());
+    let mut c = Command::new(bin);
     hermetic(&mut c, dir);
     c.args(before)
         .args(["serve", "--port", "0"])

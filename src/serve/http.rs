@@ -4,12 +4,13 @@
 //! arrives at the cap, the connection that has waited longest on its client (for its request
 //! head, its body, or its next request on a kept-alive connection) is closed to make room; only
 //! when every open connection has a request in the engine does the new one wait in the listen
-//! queue. hyper closes a connection that has not sent a whole request head within the read
-//! timeout (`header_read_timeout`, with hyper-util's tokio timer; it also bounds the wait for
-//! the next request on a kept-alive connection). So clients that open connections and send
-//! nothing, drip their headers or sit idle cannot keep anyone else out: the cap and the
-//! idle-first eviction are this file's own (neither hyper-util nor tower has a connection cap
-//! that evicts), the timeouts are hyper's.
+//! queue. A connection that starts no request within the read timeout while none of its
+//! requests is in the engine is closed: one that sends nothing, drips its head or sits idle
+//! between requests (see the `conns` module, which watches each connection instead of arming
+//! hyper's header timer for every request). So clients that open connections and send nothing,
+//! drip their headers or sit idle cannot keep anyone else out: the cap, the idle-first eviction
+//! and the idle watch are this file's own (neither hyper-util nor tower has a connection cap
+//! that evicts).
 //!
 //! Every request passes, in order:
 //!
@@ -40,8 +41,10 @@
 //! `GET /replay/SEQ`, which reads a page at a time (`?limit=&after=`).
 //! `POST /append` takes an `Idempotency-Key` header (see the dispatcher's append).
 
+mod conns;
 mod fast;
 mod limits;
+use conns::{Conn, accept_loop};
 mod view;
 pub(crate) use limits::Limits;
 
@@ -50,7 +53,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, HttpBody};
@@ -533,192 +535,6 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
     Router::new().fallback(handle).with_state(server)
 }
 
-/// One open connection, as the accept loop tracks it for the cap.
-pub(crate) struct Conn {
-    /// Requests of this connection the engine has (0: it waits on its client).
-    busy: std::sync::atomic::AtomicUsize,
-    /// When it last started waiting on its client, in milliseconds since the server started.
-    idle_since: std::sync::atomic::AtomicU64,
-    /// Raised to close it.
-    evict: tokio::sync::Notify,
-    /// The tracker's clock.
-    epoch: tokio::time::Instant,
-    /// Wakes the accept loop when this connection stops being busy.
-    changed: Arc<tokio::sync::Notify>,
-}
-
-impl Conn {
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
-    }
-
-    /// Marks a request of this connection as in the engine until the guard drops.
-    fn busy(self: &Arc<Conn>) -> Busy {
-        self.busy.fetch_add(1, Ordering::SeqCst);
-        Busy(self.clone())
-    }
-}
-
-/// A request in the engine (see [`Conn::busy`]).
-struct Busy(Arc<Conn>);
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.idle_since.store(self.0.now(), Ordering::SeqCst);
-        self.0.busy.fetch_sub(1, Ordering::SeqCst);
-        self.0.changed.notify_one();
-    }
-}
-
-/// The open connections, for the cap and for choosing which one to close at it.
-struct Conns {
-    open: std::sync::Mutex<std::collections::HashMap<u64, Arc<Conn>>>,
-    next: std::sync::atomic::AtomicU64,
-    epoch: tokio::time::Instant,
-    /// Raised when a connection closes or stops being busy.
-    changed: Arc<tokio::sync::Notify>,
-    max: usize,
-}
-
-impl Conns {
-    fn new(max: usize) -> Conns {
-        Conns {
-            open: Default::default(),
-            next: Default::default(),
-            epoch: tokio::time::Instant::now(),
-            changed: Arc::new(tokio::sync::Notify::new()),
-            max: max.max(1),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Arc<Conn>>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Makes room for one more connection: at once when under the cap; else by closing the
-    /// connection that has waited longest on its client; else (every one is busy in the
-    /// engine) by waiting until one closes or stops being busy.
-    async fn make_room(&self) {
-        loop {
-            let wait = self.changed.notified();
-            {
-                let mut open = self.lock();
-                if open.len() < self.max {
-                    return;
-                }
-                let oldest = open
-                    .iter()
-                    .filter(|(_, c)| c.busy.load(Ordering::SeqCst) == 0)
-                    .min_by_key(|(id, c)| (c.idle_since.load(Ordering::SeqCst), **id))
-                    .map(|(id, _)| *id);
-                if let Some(id) = oldest
-                    && let Some(c) = open.remove(&id)
-                {
-                    // Counted out now; its task closes the socket when it sees this.
-                    c.evict.notify_one();
-                    continue;
-                }
-            }
-            wait.await;
-        }
-    }
-
-    /// Registers a new connection; it counts until [`Conns::close`] or an eviction.
-    fn add(&self) -> (u64, Arc<Conn>) {
-        let id = self.next.fetch_add(1, Ordering::SeqCst);
-        let c = Arc::new(Conn {
-            busy: Default::default(),
-            idle_since: std::sync::atomic::AtomicU64::new(self.epoch.elapsed().as_millis() as u64),
-            evict: tokio::sync::Notify::new(),
-            epoch: self.epoch,
-            changed: self.changed.clone(),
-        });
-        self.lock().insert(id, c.clone());
-        (id, c)
-    }
-
-    /// A connection ended.
-    fn close(&self, id: u64) {
-        self.lock().remove(&id);
-        self.changed.notify_one();
-    }
-}
-
-/// Accepts connections until `stop` turns true, then waits for every open connection to end
-/// (each is asked to finish its request in flight and close). At most `max_connections` are
-/// open at once; at the cap, the one waiting longest on its client is closed to make room (see
-/// the module doc). A connection that has not sent a whole request head within
-/// `header_timeout` is closed by hyper.
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    max_connections: usize,
-    header_timeout: Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    use hyper::service::Service as _;
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    use hyper_util::service::TowerToHyperService;
-    let conns = Arc::new(Conns::new(max_connections));
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = stop.wait_for(|s| *s) => break,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // Out of descriptors and the like: wait a little instead of spinning.
-                if !matches!(
-                    e.kind(),
-                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
-                ) {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                continue;
-            }
-        };
-        tokio::select! {
-            _ = conns.make_room() => {}
-            _ = stop.wait_for(|s| *s) => break,
-        }
-        while tasks.try_join_next().is_some() {}
-        let _ = stream.set_nodelay(true);
-        let (id, conn) = conns.add();
-        let tracked = conn.clone();
-        let app = app.clone();
-        // Each request carries its connection, so the handler can mark it busy.
-        let service =
-            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(tracked.clone());
-                TowerToHyperService::new(app.clone()).call(req)
-            });
-        let mut stop = stop.clone();
-        let conns = conns.clone();
-        tasks.spawn(async move {
-            let http = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), service);
-            let mut http = std::pin::pin!(http);
-            let stopping = tokio::select! {
-                _ = http.as_mut() => false,
-                // Evicted: dropping the connection closes its socket.
-                _ = conn.evict.notified() => false,
-                _ = stop.wait_for(|s| *s) => true,
-            };
-            if stopping {
-                http.as_mut().graceful_shutdown();
-                let _ = http.await;
-            }
-            conns.close(id);
-        });
-    }
-    drop(listener);
-    while tasks.join_next().await.is_some() {}
-}
-
 /// Serves on `listener` until `shutdown` completes, then drains: the server stops accepting,
 /// running submits stop at their next budget check (witnessed, resumable), and in-flight
 /// requests get up to the drain time to finish. Returns whether everything finished in time.
@@ -733,12 +549,12 @@ pub(crate) async fn serve(
     let drain = server.limits.drain;
     let slots = server.slots.clone();
     let concurrency = server.limits.concurrency.max(1) as u32;
-    let (max_connections, header_timeout) =
+    let (max_connections, idle_timeout) =
         (server.limits.max_connections, server.limits.read_timeout);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let app = router(server);
     let task = tokio::spawn(async move {
-        accept_loop(listener, app, max_connections, header_timeout, stopped).await;
+        accept_loop(listener, app, max_connections, idle_timeout, stopped).await;
         Ok::<(), std::io::Error>(())
     });
     shutdown.await;

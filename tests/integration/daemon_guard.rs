@@ -461,6 +461,70 @@ fn at_the_connection_cap_the_longest_idle_connection_makes_room_and_a_busy_one_n
     assert_eq!(request(&addr, "GET", "/health", "", "").0, 200);
 }
 
+/// One `GET /health` on the kept-alive connection `s`, its whole answer read.
+fn health_on(s: &mut TcpStream, addr: &str) {
+    s.write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&got).contains("{\"ok\":true}") {
+        let k = s.read(&mut buf).unwrap();
+        assert!(k > 0, "the connection was closed while it kept asking");
+        got.extend_from_slice(&buf[..k]);
+    }
+}
+
+#[test]
+fn a_quiet_connection_is_closed_after_the_read_timeout_and_a_busy_or_asking_one_never_is() {
+    let repo = Repo::new("sha1");
+    repo.append("a", "note", "{}");
+    let release = repo.path().join("release-verify");
+    let held = repo.path().join("release-verify.held");
+    let served = repo.serve_with_env(
+        &["--read-timeout", "1"],
+        Stdio::null(),
+        &[("GIT_FORUM_HOLD_VERIFY", release.to_str().unwrap())],
+    );
+    let addr = served.addr.clone();
+    // A request held in the engine for several read timeouts.
+    let verifier = {
+        let addr = addr.clone();
+        std::thread::spawn(move || request(&addr, "GET", "/verify", "", ""))
+    };
+    crate::common::wait_until(
+        "the verify never reached the engine",
+        Duration::from_secs(120),
+        || held.exists(),
+    );
+    let began = Instant::now();
+    // The three kinds of quiet connection: part of a head, a head without its body, and one
+    // idle after its answer. Each is closed.
+    let mut quiet: Vec<TcpStream> = (0..3).map(|n| idle_connection(&addr, n)).collect();
+    // A connection that asks again every 300 ms, for about three read timeouts, stays open.
+    let mut asking = TcpStream::connect(&addr).unwrap();
+    for _ in 0..10 {
+        health_on(&mut asking, &addr);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    for (n, s) in quiet.iter_mut().enumerate() {
+        assert!(
+            closed_within(s, Duration::from_secs(10)),
+            "quiet connection {n} was still open"
+        );
+    }
+    assert!(began.elapsed() > Duration::from_secs(3));
+    // The verify's connection, quiet on the client's side all this time, gets its answer.
+    std::fs::write(&release, b"").unwrap();
+    let (code, v) = verifier.join().unwrap();
+    assert_eq!((code, v["ok"].clone()), (200, json!(true)), "{v}");
+    // Once its asking stops, the kept connection is closed too.
+    assert!(
+        closed_within(&mut asking, Duration::from_secs(10)),
+        "the connection that stopped asking was still open"
+    );
+}
+
 /// Raises this test process's open-file limit to at least `n` (the daemon it starts inherits
 /// it); panics when the hard limit is lower.
 fn raise_open_files(n: u64) {

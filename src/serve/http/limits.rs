@@ -9,8 +9,8 @@ use super::{DEFAULT_MAX_BODY, DEFAULT_MAX_CONNECTIONS};
 pub(crate) struct Limits {
     /// Largest request body, in bytes.
     pub(crate) max_body: usize,
-    /// How long a client may take to send its request head (hyper closes the connection
-    /// then), and again its body (408).
+    /// How long a connection may go without starting a request while none of its requests
+    /// is in the engine (it is closed then: see `conns`), and how long a body may take (408).
     pub(crate) read_timeout: Duration,
     /// How long an ordinary request may take.
     pub timeout: Duration,
