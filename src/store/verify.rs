@@ -207,7 +207,7 @@ impl GitStore {
         deep: bool,
     ) -> Result<LedgerVerifyReport, StoreError> {
         let report = LedgerVerifyReport::default();
-        let (recs, walk_failure, found, _) =
+        let (recs, walk_failure, found, _, ahead) =
             self.walk_and_check(tip, deep, HashSet::new(), None, 0)?;
         let witness = ReflogWitness {
             lines: &[],
@@ -215,7 +215,15 @@ impl GitStore {
             found: &found,
         };
         Ok(self
-            .judge(&recs, walk_failure, tip, deep, &witness, report, None)?
+            .judge(
+                (&recs, &ahead),
+                walk_failure,
+                tip,
+                deep,
+                &witness,
+                report,
+                None,
+            )?
             .0)
     }
 
@@ -255,7 +263,7 @@ impl GitStore {
             Some(p) => (Some(p.tip), p.recs.len()),
             None => (None, 0),
         };
-        let (new, walk_failure, found_now, met) =
+        let (new, walk_failure, found_now, met, ahead) =
             self.walk_and_check(tip, deep, watch, stop, have)?;
         // The walk met the prior tip: its records stand for everything below.
         let (mut recs, mut found, judged) = match prior {
@@ -275,8 +283,18 @@ impl GitStore {
             start,
             found: &found,
         };
-        let (report, judged) =
-            self.judge(&recs, walk_failure, tip, deep, &witness, report, judged)?;
+        // The chunk roots hashed during the walk stand for the records from the root: not
+        // when the walk resumed from `prior`'s.
+        let ahead = if judged.is_none() { ahead } else { Vec::new() };
+        let (report, judged) = self.judge(
+            (&recs, &ahead),
+            walk_failure,
+            tip,
+            deep,
+            &witness,
+            report,
+            judged,
+        )?;
         let kept = judged.map(|judged| VerifiedState {
             tip,
             deep,
@@ -313,6 +331,7 @@ impl GitStore {
         let mut failure = None;
         let mut found = HashSet::new();
         let mut met = false;
+        let mut ahead = (have == 0).then(|| roots::Ahead::new(expected));
         // The pack reader indexes every object of every pack by offset (a whole-ledger cost,
         // paid back over a whole walk); a resumed walk of a few commits reads them through gix.
         let packs = if have > 0 && expected < RESUMED_WITHOUT_PACKS {
@@ -350,7 +369,7 @@ impl GitStore {
                     walk(&repo, hash, tip, (tx, brx), watch, packs, stop)
                 })
             };
-            let first_err = fill_slots(rrx, &mut slots);
+            let first_err = fill_slots(rrx, &mut slots, ahead.as_mut());
             let walked = walker
                 .join()
                 .unwrap_or_else(|_| Err(StoreError::Git("the verify walker panicked".into())));
@@ -362,12 +381,13 @@ impl GitStore {
                 }
             }
         })?;
+        let ahead = ahead.map_or_else(Vec::new, |a| a.roots(slots.len()));
         slots.reverse();
         let recs: Vec<Rec> = slots
             .into_iter()
             .map(|r| r.expect("every walked commit was checked"))
             .collect();
-        Ok((recs, failure, found, met))
+        Ok((recs, failure, found, met, ahead))
     }
 
     /// The seq of the tip commit's entry, read cheaply from its message.
@@ -433,11 +453,13 @@ fn check_batches(
     }
 }
 
-/// Puts each checked record in its slot by walk position, as the checkers send them; the
-/// first error any checker sent.
+/// Puts each checked record in its slot by walk position, as the checkers send them, and
+/// hashes the chunks of Forum's tree they complete into `ahead`; the first error any checker
+/// sent.
 fn fill_slots(
     rrx: mpsc::Receiver<CheckedBatch>,
     slots: &mut Vec<Option<Rec>>,
+    mut ahead: Option<&mut roots::Ahead>,
 ) -> Option<StoreError> {
     let mut first_err = None;
     for r in rrx {
@@ -448,6 +470,9 @@ fn fill_slots(
                         slots.resize_with(i + 1, || None);
                     }
                     slots[i] = Some(rec);
+                    if let Some(a) = ahead.as_deref_mut() {
+                        a.filled(i, slots);
+                    }
                 }
             }
             Err(e) => {
@@ -485,5 +510,12 @@ impl Batch {
 }
 
 /// Pass 1's result: the records root first, where the walk stopped early (if it did), the
-/// reflog commits it met, and whether it stopped at the tip of the records already held.
-type Walked = (Vec<Rec>, Option<WalkFailure>, HashSet<ObjectId>, bool);
+/// reflog commits it met, whether it stopped at the tip of the records already held, and the
+/// roots of Forum's tree's chunks hashed during the walk (see [`roots::Ahead`]).
+type Walked = (
+    Vec<Rec>,
+    Option<WalkFailure>,
+    HashSet<ObjectId>,
+    bool,
+    Vec<Option<[u8; 32]>>,
+);

@@ -8,12 +8,13 @@ impl GitStore {
     /// checkpoints, then (deep) the bodies. With `prior` (the state after the records a
     /// verify that passed checked, the first of `recs`), only the records after those are
     /// checked, when `prior` holds every root the checkpoints now name; the witnesses are
-    /// checked whole either way. Returns the report and, when it passed, the state after every
-    /// record.
+    /// checked whole either way. `ahead` holds the roots of Forum's tree's chunks hashed
+    /// during the walk (empty when there are none, see [`roots::Ahead`]). Returns the report
+    /// and, when it passed, the state after every record.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn judge(
         &self,
-        recs: &[Rec],
+        (recs, ahead): (&[Rec], &[Option<[u8; 32]>]),
         walk_failure: Option<WalkFailure>,
         tip: ObjectId,
         deep: bool,
@@ -54,7 +55,7 @@ impl GitStore {
             &no_sizes
         };
         let (checkpoint, prefix_roots, acc, prior_bodies) =
-            forum_tree(recs, start..upto, sizes, prior_tree);
+            forum_tree((recs, ahead), start..upto, sizes, prior_tree);
         report.entries = recs.len() as u64;
         report.checkpoint = checkpoint;
         report.chain = chain_problem.is_none();
@@ -470,12 +471,12 @@ impl WalkFailure {
     }
 }
 
-/// Forum's tree over the first `upto` records (`range` is `start..upto`): built whole, or
-/// from `prior`'s tree (and its roots and redacted bodies) by the records after it, one leaf
-/// at a time. Returns its root, its roots at the checkpoint `sizes`, the tree, and `prior`'s
-/// redacted bodies.
+/// Forum's tree over the first `upto` records (`range` is `start..upto`): built whole (with
+/// the chunk roots hashed `ahead` during the walk), or from `prior`'s tree (and its roots and
+/// redacted bodies) by the records after it, one leaf at a time. Returns its root, its roots
+/// at the checkpoint `sizes`, the tree, and `prior`'s redacted bodies.
 fn forum_tree(
-    recs: &[Rec],
+    (recs, ahead): (&[Rec], &[Option<[u8; 32]>]),
     range: std::ops::Range<usize>,
     sizes: &HashSet<u64>,
     prior: Option<PriorTree>,
@@ -483,7 +484,7 @@ fn forum_tree(
     let (start, upto) = (range.start, range.end);
     match prior {
         None => {
-            let (root, prefix, acc) = roots::forum_roots(recs, upto, sizes, threads());
+            let (root, prefix, acc) = roots::forum_roots(recs, upto, sizes, threads(), ahead);
             (root, prefix, acc, Vec::new())
         }
         Some((mut acc, mut prefix, bodies)) => {
