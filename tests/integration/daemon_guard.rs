@@ -393,21 +393,26 @@ fn idle_connection(addr: &str, n: usize) -> TcpStream {
     s
 }
 
-#[test]
-fn at_the_connection_cap_the_longest_idle_connection_makes_room_and_a_busy_one_never_does() {
-    let repo = Repo::new("sha1");
+/// `repo` (given one entry) served with `args`, and a `GET /verify` the test holds in the
+/// engine until it writes the returned file: the daemon, that file, and the verify's thread.
+fn serve_with_a_held_verify(
+    repo: &Repo,
+    args: &[&str],
+) -> (
+    Served,
+    std::path::PathBuf,
+    std::thread::JoinHandle<(u16, J)>,
+) {
     repo.append("a", "note", "{}");
     let release = repo.path().join("release-verify");
     let held = repo.path().join("release-verify.held");
     let served = repo.serve_with_env(
-        &["--max-connections", "4", "--read-timeout", "60"],
+        args,
         Stdio::null(),
         &[("GIT_FORUM_HOLD_VERIFY", release.to_str().unwrap())],
     );
-    let addr = served.addr.clone();
-    // A request in the engine: a verify the test holds there.
     let verifier = {
-        let addr = addr.clone();
+        let addr = served.addr.clone();
         std::thread::spawn(move || request(&addr, "GET", "/verify", "", ""))
     };
     crate::common::wait_until(
@@ -415,6 +420,15 @@ fn at_the_connection_cap_the_longest_idle_connection_makes_room_and_a_busy_one_n
         Duration::from_secs(120),
         || held.exists(),
     );
+    (served, release, verifier)
+}
+
+#[test]
+fn at_the_connection_cap_the_longest_idle_connection_makes_room_and_a_busy_one_never_does() {
+    let repo = Repo::new("sha1");
+    let (served, release, verifier) =
+        serve_with_a_held_verify(&repo, &["--max-connections", "4", "--read-timeout", "60"]);
+    let addr = served.addr.clone();
     // Three idle connections fill the cap, oldest first.
     let mut idle: Vec<TcpStream> = (0..3)
         .map(|n| {
@@ -467,25 +481,8 @@ fn health_on(s: &mut TcpStream, addr: &str) {
 #[test]
 fn a_quiet_connection_is_closed_after_the_read_timeout_and_a_busy_or_asking_one_never_is() {
     let repo = Repo::new("sha1");
-    repo.append("a", "note", "{}");
-    let release = repo.path().join("release-verify");
-    let held = repo.path().join("release-verify.held");
-    let served = repo.serve_with_env(
-        &["--read-timeout", "1"],
-        Stdio::null(),
-        &[("GIT_FORUM_HOLD_VERIFY", release.to_str().unwrap())],
-    );
+    let (served, release, verifier) = serve_with_a_held_verify(&repo, &["--read-timeout", "1"]);
     let addr = served.addr.clone();
-    // A request held in the engine for several read timeouts.
-    let verifier = {
-        let addr = addr.clone();
-        std::thread::spawn(move || request(&addr, "GET", "/verify", "", ""))
-    };
-    crate::common::wait_until(
-        "the verify never reached the engine",
-        Duration::from_secs(120),
-        || held.exists(),
-    );
     let began = Instant::now();
     // The three kinds of quiet connection: part of a head, a head without its body, and one
     // idle after its answer. Each is closed.
