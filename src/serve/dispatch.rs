@@ -31,6 +31,7 @@ use crate::surface::run::{Fleet, Seats};
 
 pub(crate) use super::executors::{Executors, NoSeats};
 
+mod board;
 mod config;
 mod fresh;
 mod read_only;
@@ -507,6 +508,9 @@ pub(crate) struct EntryCache {
     pub(crate) root: String,
     /// The Merkle accumulator over `entries`, extended as the ledger grows.
     pub(crate) acc: crate::ledger::merkle::Accumulator,
+    /// Counts the times the entries were read whole rather than extended (a rewrite, or the
+    /// ref moved back): an entry at a seq below the size is the same within one epoch.
+    pub(crate) epoch: u64,
 }
 
 /// Maps requests to the engine. `Sync`: one dispatcher serves every connection.
@@ -517,6 +521,8 @@ pub struct Dispatcher {
     /// The entries as last read and the read answers made from them (see [`fresh`]); a read
     /// takes a share of the entries (an `Arc`), not a copy.
     pub(crate) cache: Mutex<fresh::Cached>,
+    /// The cache's answers as published for reads that take no lock (see [`board`]).
+    pub(crate) board: Arc<board::Board>,
     /// The ledger's loose ref file, where refs are files: a read compares what it names with
     /// the cached tip and, when they match, answers from the cache without opening a store.
     pub(crate) ref_file: Option<PathBuf>,
@@ -550,11 +556,14 @@ impl Dispatcher {
         let shared = repo.clone().into_sync();
         let writer = crate::surface::store::open_spec(repo.clone(), &cfg.ledger, opts)?;
         let ref_file = crate::surface::store::loose_ref_file(&repo, &writer);
+        let cache = fresh::Cached::default();
+        let board = cache.board.clone();
         Ok(Dispatcher {
             cfg,
             repo: shared,
             writer: Mutex::new(writer),
-            cache: Mutex::default(),
+            cache: Mutex::new(cache),
+            board,
             ref_file,
             roster: Roster::default_roster(),
             policy: Policy::default(),

@@ -11,11 +11,16 @@
 //! for [`RECHECK`] after a look found the ref naming it; past that it reads the ref again (the
 //! loose ref file alone where refs are files, else through the store). Every request of this
 //! process that may write (every route but a `GET`, and each append of a run in progress)
-//! clears that mark once it has written, before it answers; the mark is read, set and cleared
-//! under the cache's lock, and a look at the ref happens under the same lock. So:
+//! looks at the ref again once it has written, before it answers, and sets the mark anew (or
+//! clears it when it cannot look); the mark is set and cleared under the cache's lock, after
+//! the answers it stands for are published, and a look at the ref happens under the same
+//! lock. Reads find the mark and the answers on the [`Board`] without taking the lock (see
+//! the `board` module); a read that finds no mark, one too old, or no answer made takes the
+//! lock and looks. So:
 //!
 //! * after this daemon has answered a write, every read that starts later sees it (or a later
-//!   tip): it finds the mark cleared and reads the ref;
+//!   tip): the mark it finds was set by a look made after the write, or it finds none and
+//!   looks itself;
 //! * a write by another process (`git forum append`, a fetch, `git update-ref`) is seen by
 //!   every read that starts [`RECHECK`] after the write's ref update or later; a read in that
 //!   window may answer from the tip before it. This is sound because nothing orders such a
@@ -45,24 +50,17 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Bytes;
 use serde_json::Value as J;
 
+use super::board::{Board, Published};
+pub(crate) use super::board::{KEPT_ANSWERS, KEPT_BYTES, RECHECK, Read};
 use super::{Dispatcher, EntryCache, Reply, lock};
 use crate::ledger::Entry;
 use crate::ledger::merkle::merkle_root;
 use crate::surface;
-
-/// How long a look at the ref that found the cached tip stands for the reads after it.
-pub(crate) const RECHECK: Duration = Duration::from_millis(1);
-
-/// The most `/ledger/SEQ` (or `/payload/SEQ`) answers kept.
-pub(crate) const KEPT_ANSWERS: usize = 4096;
-
-/// The most bytes of `/ledger/SEQ` (or `/payload/SEQ`) answers kept.
-pub(crate) const KEPT_BYTES: usize = 32 << 20;
 
 /// The most distinct `/log?limit=N` answers kept for one tip.
 const KEPT_LOGS: usize = 8;
@@ -129,6 +127,10 @@ pub(crate) struct Cached {
     /// `/payload/SEQ` answers by entry commit: each body in them was read back and checked
     /// against its payload hash when the answer was first made.
     pub(crate) payloads: Kept,
+    /// Whether a per-tip answer was made since the board was last published.
+    unpublished: bool,
+    /// Where the answers and the mark are published for reads without the lock.
+    pub(crate) board: Arc<Board>,
 }
 
 impl Cached {
@@ -138,6 +140,9 @@ impl Cached {
     /// only once a read takes them, so an answer nobody reads any more is made once more at
     /// most.
     fn set_view(&mut self, view: Arc<EntryCache>, ledger: &str) {
+        for read in self.board.current().taken() {
+            self.ask(read);
+        }
         self.view = view;
         self.status = None;
         self.checkpoint = None;
@@ -146,6 +151,26 @@ impl Cached {
             // A failure is left to the read that asks, which answers it as before.
             let _ = self.per_tip(read, ledger);
         }
+        self.publish();
+    }
+
+    /// Publishes this tip's answers on the board (see the `board` module).
+    fn publish(&mut self) {
+        self.unpublished = false;
+        self.board.publish(Published::new(
+            self.view.entries.len() as u64,
+            self.view.epoch,
+            self.status.clone(),
+            self.checkpoint.clone(),
+            self.logs.clone(),
+        ));
+    }
+
+    /// Notes the cache's look at the ref at `at` (`None`: the next read must look), here and
+    /// on the board.
+    fn set_checked(&mut self, at: Option<Instant>) {
+        self.checked = at;
+        self.board.mark(at);
     }
 
     /// The kept answer to a per-tip read (`/status`, `/checkpoint`, `/log?limit=N`), made now
@@ -154,10 +179,10 @@ impl Cached {
         let view = &self.view;
         let size = view.entries.len() as u64;
         Some(match read {
-            Read::Status => kept(&mut self.status, || {
+            Read::Status => kept(&mut self.status, &mut self.unpublished, || {
                 bytes_of(Ok(surface::ledger::status(ledger, size, &view.root)))
             }),
-            Read::Checkpoint => kept(&mut self.checkpoint, || {
+            Read::Checkpoint => kept(&mut self.checkpoint, &mut self.unpublished, || {
                 bytes_of(Ok(surface::ledger::checkpoint(ledger, size, &view.root)))
             }),
             Read::Log(limit) => {
@@ -170,6 +195,7 @@ impl Cached {
                         self.logs.clear();
                     }
                     self.logs.push((limit, b.clone()));
+                    self.unpublished = true;
                 }
                 b
             }
@@ -198,16 +224,6 @@ enum Look<'a> {
 /// The most commits a read walks on the server's own worker when it finds the tip moved
 /// (an append or two); a longer walk is made where it may block.
 const STEP: usize = 4;
-
-/// A read the cache answers alone (see [`Dispatcher::answer_fresh`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Read {
-    Status,
-    Checkpoint,
-    Entry(u64),
-    Payload(u64),
-    Log(u64),
-}
 
 /// Reads a loose ref file (an object id and a newline) into `buf`, without the stat and the
 /// allocation of `fs::read`: its length, or `None` when it cannot be read or is longer than a
@@ -242,6 +258,7 @@ fn bytes_of(r: surface::Result<impl serde::Serialize>) -> Result<Bytes, Reply> {
 /// The answer in `slot`, made by `make` when there is none yet.
 fn kept(
     slot: &mut Option<Bytes>,
+    made: &mut bool,
     make: impl FnOnce() -> Result<Bytes, Reply>,
 ) -> Result<Bytes, Reply> {
     if let Some(b) = slot {
@@ -249,6 +266,7 @@ fn kept(
     }
     let b = make()?;
     *slot = Some(b.clone());
+    *made = true;
     Ok(b)
 }
 
@@ -290,18 +308,23 @@ fn log_of_kept(view: &EntryCache, kept: &mut Kept, limit: u64) -> Result<Bytes, 
 impl Dispatcher {
     /// A write of this process may have moved the tip: the next read looks at the ref.
     pub(crate) fn tip_moved(&self) {
-        lock(&self.cache).checked = None;
+        lock(&self.cache).set_checked(None);
     }
 
-    /// After a write of this process, on the writer's thread: [`Dispatcher::tip_moved`], then
-    /// the cache brought to the ledger's tip at once where the ref is a loose file (one small
-    /// read when nothing moved), so the reads after the write find it fresh instead of one of
-    /// them walking while the others wait. Where that fails, the next read looks itself.
+    /// After a write of this process, on the writer's thread: the cache brought to the
+    /// ledger's tip at once where the ref is a loose file (one small read when nothing moved),
+    /// so the reads after the write find it fresh instead of one of them walking while the
+    /// others wait. The board's mark stands meanwhile (the write has not answered: a read may
+    /// still be given the tip before it) and is set again by the look, or, where that fails,
+    /// cleared ([`Dispatcher::tip_moved`]) so that the next read looks itself.
     pub(crate) fn caught_up(&self) {
-        self.tip_moved();
         if self.ref_file.is_some() {
-            drop(self.current());
+            lock(&self.cache).checked = None;
+            if self.current().is_ok() {
+                return;
+            }
         }
+        self.tip_moved();
     }
 
     /// The cache, locked, as of one look at the tip (see the module doc): as it is when the
@@ -338,7 +361,7 @@ impl Dispatcher {
         let looked = Instant::now();
         self.look(&store, &mut cache)?;
         cache.walker = Some(store);
-        cache.checked = Some(looked);
+        cache.set_checked(Some(looked));
         Ok(cache)
     }
 
@@ -351,6 +374,7 @@ impl Dispatcher {
         let Some(tip) = store.tip_id()? else {
             let empty = EntryCache {
                 root: merkle_root::<&str>(&[]),
+                epoch: cache.view.epoch + 1,
                 ..EntryCache::default()
             };
             cache.set_view(Arc::new(empty), &self.cfg.ledger);
@@ -401,7 +425,10 @@ impl Dispatcher {
         let mut next = if extends {
             Arc::unwrap_or_clone(std::mem::take(view))
         } else {
-            EntryCache::default()
+            EntryCache {
+                epoch: view.epoch + 1,
+                ..EntryCache::default()
+            }
         };
         {
             let entries = Arc::make_mut(&mut next.entries);
@@ -451,7 +478,7 @@ impl Dispatcher {
         if cache.view.tip != Some(tip) {
             return Look::Moved(cache, tip, now);
         }
-        cache.checked = Some(now);
+        cache.set_checked(Some(now));
         Look::Fresh(cache)
     }
 
@@ -467,7 +494,7 @@ impl Dispatcher {
         let next = Self::walk(&store, &mut cache.view, tip, STEP).ok()?;
         cache.walker = Some(store);
         cache.set_view(Arc::new(next?), &self.cfg.ledger);
-        cache.checked = Some(looked);
+        cache.set_checked(Some(looked));
         Some(())
     }
 
@@ -477,6 +504,9 @@ impl Dispatcher {
     /// HTTP server to call on its own workers: at most one small file read, and the answer
     /// copied (or, once a tip, built) under the cache's lock.
     pub(crate) fn answer_fresh(&self, read: Read) -> Option<Result<Bytes, Reply>> {
+        if let Some(answer) = self.board.answer(read) {
+            return Some(Ok(answer));
+        }
         match self.look_cheaply() {
             Look::Fresh(cache) => self.answer_in(cache, read),
             Look::Moved(mut cache, tip, looked) => {
@@ -501,17 +531,29 @@ impl Dispatcher {
         let c = &mut *guard;
         if let Some(answer) = c.per_tip(read, &self.cfg.ledger) {
             c.ask(read);
+            if c.unpublished {
+                c.publish();
+            }
             return Some(answer);
         }
         let view = &c.view;
-        Some(match read {
+        let answer = match read {
             Read::Entry(seq) => {
                 view.commits.get(seq as usize)?;
-                entry_kept(view, &mut c.entries, seq)
+                let answer = entry_kept(view, &mut c.entries, seq);
+                if let Ok(b) = &answer {
+                    c.board.keep_entry(seq, view.epoch, b);
+                }
+                answer
             }
-            Read::Payload(seq) => Ok(c.payloads.get(view.commits.get(seq as usize)?)?),
+            Read::Payload(seq) => {
+                let b = c.payloads.get(view.commits.get(seq as usize)?)?;
+                c.board.keep_payload(seq, view.epoch, &b);
+                Ok(b)
+            }
             Read::Status | Read::Checkpoint | Read::Log(_) => return None,
-        })
+        };
+        Some(answer)
     }
 
     /// Keeps a `/payload/SEQ` answer made on the ordinary path, for the entry at `commit`.
