@@ -1399,6 +1399,49 @@ fn kept_reads_follow_moves_of_one_entry_and_of_many() {
     });
 }
 
+/// The entry and body answers kept for reads (those taken without the cache's lock too) hold
+/// only for the commits they were made from: after another process's redaction rewrites the
+/// commits, the next reads give the redacted body and the ordinary path's bytes, on each
+/// repository kind.
+#[test]
+fn kept_entry_and_body_answers_follow_a_rewrite() {
+    crate::common::on_each_kind(|repo| {
+        for i in 0..4 {
+            repo.append("cli", "note", &format!("{{\"i\": {i}}}"));
+        }
+        let d = Daemon::start(repo, &[]);
+        let auth = d.auth();
+        let text = |path: &str| {
+            let (code, _, text) = http(&d.addr, "GET", path, &auth, b"");
+            assert_eq!(code, 200, "{path}: {text}");
+            text
+        };
+        let read = |path: &str| serde_json::from_str::<J>(&text(path)).unwrap();
+        // Three times each: the first read makes the answer, the later ones take it kept.
+        let hash = read("/ledger/1")["payload_hash"].clone();
+        for _ in 0..3 {
+            assert_eq!(read("/payload/1")["payload"], json!({"i": 1}));
+            assert_eq!(read("/ledger/1")["payload_hash"], hash);
+            assert_eq!(read("/payload/2")["payload"], json!({"i": 2}));
+        }
+        repo.forum_ok(&["redact", hash.as_str().unwrap(), "--reason", "test"]);
+        for _ in 0..3 {
+            // A read that finds the rewrite first, then the body: the answer kept for seq 1
+            // before the rewrite is not the one given.
+            assert_eq!(read("/status")["entries"], 5);
+            let p = read("/payload/1");
+            assert_eq!(p["redacted"], json!(true), "{p}");
+            assert_eq!(p["payload"], J::Null, "{p}");
+            assert_eq!(read("/payload/2")["payload"], json!({"i": 2}));
+            for path in ["/ledger/1", "/payload/1", "/payload/3", "/status"] {
+                let ordinary = open(repo).handle("GET", path, b"").body_text();
+                assert_eq!(text(path), ordinary, "{path}");
+            }
+        }
+        drop(d);
+    });
+}
+
 /// Reads answered from the daemon's kept bytes see each append it has answered at once, and
 /// are byte for byte the answers of the ordinary path (the dispatcher in process, or a
 /// spelling the kept path leaves to it), with the same headers.
