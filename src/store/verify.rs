@@ -119,6 +119,16 @@ struct WalkFailure {
     message: String,
 }
 
+impl WalkFailure {
+    fn new(child_seq_hint: Option<u64>, code: Code, message: String) -> WalkFailure {
+        WalkFailure {
+            child_seq_hint,
+            code,
+            message,
+        }
+    }
+}
+
 /// What a verify that passed read, kept so the next verify of the same ledger reads and checks
 /// only the commits appended since: the tip it read up to, whether it was deep, each entry's
 /// compact record (88 bytes) and the reflog commits its walks met in the chain. Held by a
@@ -328,10 +338,8 @@ impl GitStore {
             .unwrap_or(0)
             .saturating_sub(have);
         let mut slots: Vec<Option<Rec>> = Vec::with_capacity(expected);
-        let mut failure = None;
-        let mut found = HashSet::new();
-        let mut met = false;
         let mut ahead = (have == 0).then(|| roots::Ahead::new(expected));
+        let bad = BadIds::new();
         // The pack reader indexes every object of every pack by offset (a whole-ledger cost,
         // paid back over a whole walk); a resumed walk of a few commits reads them through gix.
         let packs = if have > 0 && expected < RESUMED_WITHOUT_PACKS {
@@ -339,7 +347,7 @@ impl GitStore {
         } else {
             Packs::open(&self.objects_dir(), hash)
         };
-        std::thread::scope(|s| -> Result<(), StoreError> {
+        let walked = std::thread::scope(|s| -> Result<Walk, StoreError> {
             // One batch waiting per worker is enough to keep them busy; a deeper queue only
             // let the walker run further ahead, allocating new batches (a third of a MiB each,
             // page-faulted in) while checked ones were still on their way back to be reused,
@@ -356,7 +364,11 @@ impl GitStore {
                 let shared = shared.clone();
                 let seen = SeenTrees::new(SEEN_TREES_MAX / workers, expected.div_ceil(workers));
                 let reader = Reader::new(packs.clone());
-                s.spawn(move || check_batches(&shared, reader, hash, deep, seen, &rx, &rtx, &btx));
+                let bad = &bad;
+                s.spawn(move || {
+                    let ends = (&*rx, &rtx, &btx);
+                    check_batches(&shared, reader, hash, deep, seen, bad, ends);
+                });
             }
             // Only workers hold the receiver now: if they all stop, the walker's sends fail and it
             // stops too.
@@ -364,23 +376,20 @@ impl GitStore {
             // The walker gets its own thread so this one can collect results as they come.
             let walker = {
                 let shared = shared.clone();
+                let bad = &bad;
                 s.spawn(move || {
                     let repo = shared.to_thread_local();
-                    walk(&repo, hash, tip, (tx, brx), watch, packs, stop)
+                    walk(&repo, hash, tip, (tx, brx), watch, packs, stop, bad)
                 })
             };
             let first_err = fill_slots(rrx, &mut slots, ahead.as_mut());
             let walked = walker
                 .join()
                 .unwrap_or_else(|_| Err(StoreError::Git("the verify walker panicked".into())));
-            match (first_err, walked) {
-                (Some(e), _) | (None, Err(e)) => Err(e),
-                (None, Ok((f, seen, stopped))) => {
-                    (failure, found, met) = (f, seen, stopped);
-                    Ok(())
-                }
-            }
+            Walk::kept(first_err, walked, bad.before())
         })?;
+        let repo = shared.to_thread_local();
+        let (failure, found, met) = walked.cut(bad, &mut slots, &repo, hash);
         let ahead = ahead.map_or_else(Vec::new, |a| a.roots(slots.len()));
         slots.reverse();
         let recs: Vec<Rec> = slots
@@ -400,21 +409,28 @@ impl GitStore {
 }
 
 /// What checker threads send back: checked records by walk position, or the error that stopped
-/// one.
-type CheckedBatch = Result<Vec<(usize, Rec)>, StoreError>;
+/// one (with the walk position of the commit it met it at).
+type CheckedBatch = Result<Vec<(usize, Rec)>, (usize, StoreError)>;
+
+/// A checker's ends of the channels: batches in, checked records out, emptied batches back.
+type Ends<'a> = (
+    &'a Mutex<mpsc::Receiver<Batch>>,
+    &'a mpsc::Sender<CheckedBatch>,
+    &'a mpsc::Sender<Batch>,
+);
 
 /// One checker thread: checks the commits of each batch the walker sends until the walker
-/// stops or a check fails, sending what it found back, and the emptied batch to `back`.
-#[allow(clippy::too_many_arguments)]
+/// stops or a check fails, sending what it found back, and the emptied batch to be refilled.
+/// Each commit is first hashed to its name; one that does not is reported to `bad`, and no
+/// commit past the first reported is checked.
 fn check_batches(
     shared: &gix::ThreadSafeRepository,
     mut reader: Reader,
     hash: HashKind,
     deep: bool,
     mut seen: SeenTrees,
-    rx: &Mutex<mpsc::Receiver<Batch>>,
-    rtx: &mpsc::Sender<CheckedBatch>,
-    back: &mpsc::Sender<Batch>,
+    bad: &BadIds,
+    (rx, rtx, back): Ends<'_>,
 ) {
     let repo = shared.to_thread_local();
     let mut bufs = Scratch::default();
@@ -424,8 +440,25 @@ fn check_batches(
             _ => break,
         };
         let mut out = Vec::with_capacity(batch.items.len());
+        let mut prev = batch.prev;
         for (i, id, at) in &batch.items {
             let data = &batch.data[at.clone()];
+            let child = prev.replace(*id);
+            if *i > bad.before() {
+                break;
+            }
+            let named = match object_id(hash, Kind::Commit, data) {
+                Ok(named) => named,
+                Err(e) => {
+                    let _ = rtx.send(Ok(out));
+                    let _ = rtx.send(Err((*i, e)));
+                    return;
+                }
+            };
+            if named != *id {
+                bad.report(*i, *id, child);
+                break;
+            }
             match check_commit(
                 &repo,
                 &mut reader,
@@ -438,7 +471,8 @@ fn check_batches(
             ) {
                 Ok(r) => out.push((*i, r)),
                 Err(e) => {
-                    let _ = rtx.send(Err(e));
+                    let _ = rtx.send(Ok(out));
+                    let _ = rtx.send(Err((*i, e)));
                     return;
                 }
             }
@@ -454,13 +488,13 @@ fn check_batches(
 }
 
 /// Puts each checked record in its slot by walk position, as the checkers send them, and
-/// hashes the chunks of Forum's tree they complete into `ahead`; the first error any checker
-/// sent.
+/// hashes the chunks of Forum's tree they complete into `ahead`; the error any checker sent
+/// at the lowest walk position.
 fn fill_slots(
     rrx: mpsc::Receiver<CheckedBatch>,
     slots: &mut Vec<Option<Rec>>,
     mut ahead: Option<&mut roots::Ahead>,
-) -> Option<StoreError> {
+) -> Option<(usize, StoreError)> {
     let mut first_err = None;
     for r in rrx {
         match r {
@@ -475,8 +509,10 @@ fn fill_slots(
                     }
                 }
             }
-            Err(e) => {
-                first_err.get_or_insert(e);
+            Err((i, e)) => {
+                if first_err.as_ref().is_none_or(|(j, _)| i < *j) {
+                    first_err = Some((i, e));
+                }
             }
         }
     }
@@ -492,6 +528,8 @@ fn fill_slots(
 struct Batch {
     items: Vec<(usize, ObjectId, std::ops::Range<usize>)>,
     data: Vec<u8>,
+    /// The commit walked just before the first of `items` (its child), if any.
+    prev: Option<ObjectId>,
 }
 
 impl Batch {
@@ -499,10 +537,15 @@ impl Batch {
         Batch {
             items: Vec::with_capacity(n),
             data: Vec::with_capacity(n * 640),
+            prev: None,
         }
     }
 
-    fn push(&mut self, i: usize, id: ObjectId, bytes: &[u8]) {
+    /// Adds commit `id` at walk position `i`, walked after `prev`.
+    fn push(&mut self, i: usize, id: ObjectId, prev: Option<ObjectId>, bytes: &[u8]) {
+        if self.items.is_empty() {
+            self.prev = prev;
+        }
         let start = self.data.len();
         self.data.extend_from_slice(bytes);
         self.items.push((i, id, start..self.data.len()));
