@@ -108,22 +108,30 @@ impl Published {
     }
 }
 
-/// Answers by seq, valid for one rewrite epoch, bounded as the cache's kept answers are.
-#[derive(Default)]
-struct BySeq {
-    map: HashMap<u64, (u64, Bytes)>,
+/// Answers kept by key (an entry's commit in the cache; a seq and rewrite epoch on the
+/// board), bounded by count and by bytes: past either bound all are dropped and the map starts
+/// again.
+pub(crate) struct Kept<K> {
+    map: HashMap<K, Bytes>,
     bytes: usize,
 }
 
-impl BySeq {
-    fn get(&self, seq: u64, epoch: u64) -> Option<Bytes> {
-        self.map
-            .get(&seq)
-            .filter(|(e, _)| *e == epoch)
-            .map(|(_, b)| b.clone())
+impl<K> Default for Kept<K> {
+    fn default() -> Kept<K> {
+        Kept {
+            map: HashMap::new(),
+            bytes: 0,
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Kept<K> {
+    pub(crate) fn get(&self, key: &K) -> Option<Bytes> {
+        self.map.get(key).cloned()
     }
 
-    fn insert(&mut self, seq: u64, epoch: u64, answer: Bytes) {
+    /// Keeps `answer` for `key` (an answer over the byte bound is not kept).
+    pub(crate) fn insert(&mut self, key: K, answer: Bytes) {
         if answer.len() > KEPT_BYTES {
             return;
         }
@@ -132,9 +140,19 @@ impl BySeq {
             self.bytes = 0;
         }
         self.bytes += answer.len();
-        if let Some((_, old)) = self.map.insert(seq, (epoch, answer)) {
+        if let Some(old) = self.map.insert(key, answer) {
             self.bytes -= old.len();
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 
@@ -145,8 +163,9 @@ pub(crate) struct Board {
     /// when the next read must look.
     fresh_at: AtomicU64,
     base: Instant,
-    entries: RwLock<BySeq>,
-    payloads: RwLock<BySeq>,
+    /// `/ledger/SEQ` and `/payload/SEQ` answers by seq and rewrite epoch.
+    entries: RwLock<Kept<(u64, u64)>>,
+    payloads: RwLock<Kept<(u64, u64)>>,
 }
 
 impl Default for Board {
@@ -192,12 +211,12 @@ impl Board {
 
     /// Keeps the `/ledger/SEQ` answer of `seq` in `epoch`.
     pub(crate) fn keep_entry(&self, seq: u64, epoch: u64, answer: &Bytes) {
-        write_of(&self.entries).insert(seq, epoch, answer.clone());
+        write_of(&self.entries).insert((seq, epoch), answer.clone());
     }
 
     /// Keeps the `/payload/SEQ` answer of `seq` in `epoch`.
     pub(crate) fn keep_payload(&self, seq: u64, epoch: u64, answer: &Bytes) {
-        write_of(&self.payloads).insert(seq, epoch, answer.clone());
+        write_of(&self.payloads).insert((seq, epoch), answer.clone());
     }
 
     /// The answer to `read` from the board, when the mark stands and the answer is there;
@@ -219,8 +238,8 @@ impl Board {
                 let i = p.logs.iter().position(|(n, _)| *n == limit)?;
                 Some(p.take(i + 2, &p.logs[i].1))
             }
-            Read::Entry(seq) if seq < p.size => read_of(&self.entries).get(seq, p.epoch),
-            Read::Payload(seq) if seq < p.size => read_of(&self.payloads).get(seq, p.epoch),
+            Read::Entry(seq) if seq < p.size => read_of(&self.entries).get(&(seq, p.epoch)),
+            Read::Payload(seq) if seq < p.size => read_of(&self.payloads).get(&(seq, p.epoch)),
             Read::Entry(_) | Read::Payload(_) => None,
         }
     }
@@ -281,16 +300,16 @@ mod tests {
 
     #[test]
     fn answers_by_seq_stay_within_their_bounds() {
-        let mut k = BySeq::default();
+        let mut k = Kept::<(u64, u64)>::default();
         for n in 0..(KEPT_ANSWERS as u64 * 2 + 5) {
-            k.insert(n, 0, b("{\"seq\":1}"));
-            assert!(k.map.len() <= KEPT_ANSWERS && k.bytes <= KEPT_BYTES);
+            k.insert((n, 0), b("{\"seq\":1}"));
+            assert!(k.len() <= KEPT_ANSWERS && k.bytes() <= KEPT_BYTES);
         }
-        k.insert(1, 0, Bytes::from(vec![b'x'; KEPT_BYTES + 1]));
-        assert!(k.get(1, 0).is_none_or(|a| a.len() < KEPT_BYTES));
-        k.insert(9, 0, b("12345"));
-        k.insert(9, 0, b("123"));
-        assert_eq!(k.get(9, 0), Some(b("123")));
-        assert_eq!(k.get(9, 1), None);
+        k.insert((1, 0), Bytes::from(vec![b'x'; KEPT_BYTES + 1]));
+        assert!(k.get(&(1, 0)).is_none_or(|a| a.len() < KEPT_BYTES));
+        k.insert((9, 0), b("12345"));
+        k.insert((9, 0), b("123"));
+        assert_eq!(k.get(&(9, 0)), Some(b("123")));
+        assert_eq!(k.get(&(9, 1)), None);
     }
 }

@@ -5,7 +5,8 @@
 //! written out as bytes: `/status`, `/checkpoint` and `/log?limit=N` for that tip (dropped when
 //! the tip moves), and `/ledger/SEQ` and `/payload/SEQ` by the entry's commit, kept across tips
 //! (a commit names its entry and body for good; a redaction writes new commits), up to
-//! [`KEPT_ANSWERS`] answers or [`KEPT_BYTES`] bytes each, then dropped all at once.
+//! [`KEPT_ANSWERS`](super::board::KEPT_ANSWERS) answers or
+//! [`KEPT_BYTES`](super::board::KEPT_BYTES) bytes each, then dropped all at once.
 //!
 //! **When the cache is the ledger's.** A read trusts the cached tip without looking at the ref
 //! for [`RECHECK`] after a look found the ref naming it; past that it reads the ref again (the
@@ -48,15 +49,14 @@
 //! again). Walks read through one store kept with the cache, opened once (and again after a
 //! walk that failed), rather than a store opened for each walk.
 
-use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
 use axum::body::Bytes;
 use serde_json::Value as J;
 
-use super::board::{Board, Published};
-pub(crate) use super::board::{KEPT_ANSWERS, KEPT_BYTES, RECHECK, Read};
+use super::board::{Board, Kept, Published};
+pub(crate) use super::board::{RECHECK, Read};
 use super::{Dispatcher, EntryCache, Reply, lock};
 use crate::ledger::Entry;
 use crate::ledger::merkle::merkle_root;
@@ -68,45 +68,6 @@ const KEPT_LOGS: usize = 8;
 /// The most per-tip reads remembered as asked at one tip (`/status`, `/checkpoint` and the
 /// kept logs).
 const ASKED: usize = KEPT_LOGS + 2;
-
-/// Answers kept by entry commit, bounded by count and by bytes: past either bound all are
-/// dropped and the map starts again.
-#[derive(Default)]
-pub(crate) struct Kept {
-    map: HashMap<gix::ObjectId, Bytes>,
-    bytes: usize,
-}
-
-impl Kept {
-    pub(crate) fn get(&self, commit: &gix::ObjectId) -> Option<Bytes> {
-        self.map.get(commit).cloned()
-    }
-
-    /// Keeps `answer` for `commit` (an answer over the byte bound is not kept).
-    pub(crate) fn insert(&mut self, commit: gix::ObjectId, answer: Bytes) {
-        if answer.len() > KEPT_BYTES {
-            return;
-        }
-        if self.map.len() >= KEPT_ANSWERS || self.bytes + answer.len() > KEPT_BYTES {
-            self.map.clear();
-            self.bytes = 0;
-        }
-        self.bytes += answer.len();
-        if let Some(old) = self.map.insert(commit, answer) {
-            self.bytes -= old.len();
-        }
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    #[cfg(test)]
-    fn bytes(&self) -> usize {
-        self.bytes
-    }
-}
 
 /// The entries at one tip and the answers made from them (see the module doc).
 #[derive(Default)]
@@ -123,10 +84,10 @@ pub(crate) struct Cached {
     /// The store the walks read through, kept between them.
     walker: Option<crate::surface::store::GitStore>,
     /// `/ledger/SEQ` answers by entry commit.
-    pub(crate) entries: Kept,
+    pub(crate) entries: Kept<gix::ObjectId>,
     /// `/payload/SEQ` answers by entry commit: each body in them was read back and checked
     /// against its payload hash when the answer was first made.
-    pub(crate) payloads: Kept,
+    pub(crate) payloads: Kept<gix::ObjectId>,
     /// Whether a per-tip answer was made since the board was last published.
     unpublished: bool,
     /// Where the answers and the mark are published for reads without the lock.
@@ -272,7 +233,7 @@ fn kept(
 
 /// The `/ledger/SEQ` answer for the entry at `seq` of `view` (which holds it), kept by its
 /// commit: made once per entry, then copied.
-fn entry_kept(view: &EntryCache, kept: &mut Kept, seq: u64) -> Result<Bytes, Reply> {
+fn entry_kept(view: &EntryCache, kept: &mut Kept<gix::ObjectId>, seq: u64) -> Result<Bytes, Reply> {
     let commit = view.commits[seq as usize];
     if let Some(b) = kept.get(&commit) {
         return Ok(b);
@@ -286,7 +247,11 @@ fn entry_kept(view: &EntryCache, kept: &mut Kept, seq: u64) -> Result<Bytes, Rep
 /// answers, newest first, in one JSON array. These are the bytes the ordinary path writes
 /// (an array of the same entry objects, written without spaces), and after an append only
 /// the new entries are written out; the rest are copied.
-fn log_of_kept(view: &EntryCache, kept: &mut Kept, limit: u64) -> Result<Bytes, Reply> {
+fn log_of_kept(
+    view: &EntryCache,
+    kept: &mut Kept<gix::ObjectId>,
+    limit: u64,
+) -> Result<Bytes, Reply> {
     let size = view.entries.len();
     let n = size.min(usize::try_from(limit).unwrap_or(usize::MAX));
     let parts = (size - n..size)
@@ -566,6 +531,7 @@ impl Dispatcher {
 
 #[cfg(test)]
 mod tests {
+    use super::super::board::{KEPT_ANSWERS, KEPT_BYTES};
     use super::*;
 
     fn id(n: u32) -> gix::ObjectId {
