@@ -498,7 +498,7 @@ pub(crate) fn checked_canonical(e: &Entry, c: String) -> Result<String, ForumDir
 
 pub(crate) mod order;
 mod stream;
-pub(crate) use stream::{Payloads, open_stream};
+pub(crate) use stream::{ForumStream, StreamBody, open_stream};
 
 #[cfg(test)]
 mod tests;

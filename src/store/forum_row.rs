@@ -67,6 +67,10 @@ pub(crate) fn payload_from_row<'a>(
     let hash = plain_string(rest)?;
     lit(rest, b", \"body\": ")?;
     let mut sink = Sink(canonical);
+    if let Some(s) = sink.0.as_mut() {
+        // The canonical bytes are the row's without some spaces: room for them at once.
+        s.reserve(rest.len());
+    }
     let start = sink.len();
     if plain_value(rest, &mut sink, 0).is_none() || *rest != b"}" {
         sink.truncate(start);

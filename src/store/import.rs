@@ -183,18 +183,7 @@ impl GitStore {
         let objects_dir = self.objects_dir();
         let mut src = forum_dir::open_stream(dir, limits, &objects_dir)?;
         let (mut run, ids) = self.start_import(&objects_dir)?;
-        let mut pending: Option<(usize, Entry)> = None;
-        let payloads = &mut src.payloads;
-        src.entries.read(|i, e| -> Result<(), ImportError> {
-            if let Some((pi, pe)) = pending.take() {
-                run.take(pi, pe, Some(&e), payloads)?;
-            }
-            pending = Some((i, e));
-            Ok(())
-        })?;
-        if let Some((pi, pe)) = pending.take() {
-            run.take(pi, pe, None, &mut src.payloads)?;
-        }
+        read_ahead(&mut src, |row, next| run.take(row, next))?;
         if let Some(refused) = run.refusal(dir) {
             return Err(refused);
         }
@@ -242,6 +231,95 @@ impl GitStore {
             torn,
         })
     }
+}
+
+/// One row of a Forum directory read ahead: its position, its entry and what the lookup of
+/// its body found.
+type Row = (
+    usize,
+    Entry,
+    Result<Option<forum_dir::StreamBody>, forum_dir::ForumDirError>,
+);
+
+/// Rows in one hand-off from the reading thread to the importing one.
+const AHEAD: usize = 256;
+
+/// Reads `src` (each entry and the lookup of its body) on a thread of its own, a batch of rows
+/// at a time, while this thread hands each row to `take` with the entry after it (`None` for
+/// the last), in file order: the parsing of both files runs beside the hashing and checking of
+/// the entries. Rows are taken exactly as a reading on this thread would take them: an error
+/// of reading is returned after the rows before it were taken (the one just before it is not,
+/// its successor unknown), and an error of `take` stops the reading. Batches go back to the
+/// reader once taken, which drops their rows where it allocated them.
+fn read_ahead(
+    src: &mut forum_dir::ForumStream,
+    mut take: impl FnMut(&mut Row, Option<&Entry>) -> Result<(), ImportError>,
+) -> Result<(), ImportError> {
+    use std::sync::mpsc::sync_channel;
+    let (entries, payloads) = (&mut src.entries, &mut src.payloads);
+    std::thread::scope(|s| {
+        let (tx, rx) = sync_channel::<Vec<Row>>(2);
+        let (back, taken_rows) = sync_channel::<Vec<Row>>(4);
+        let reader = std::thread::Builder::new()
+            .name("forum-read".into())
+            .spawn_scoped(s, move || {
+                let fresh = || match taken_rows.try_recv() {
+                    Ok(mut b) => {
+                        b.clear();
+                        b
+                    }
+                    Err(_) => Vec::with_capacity(AHEAD),
+                };
+                let mut batch = fresh();
+                let read = entries.read(|i, e| -> Result<(), ImportError> {
+                    let body = payloads.body(&e);
+                    batch.push((i, e, body));
+                    if batch.len() == AHEAD {
+                        // Refused only when the taking stopped on an error of its own.
+                        tx.send(std::mem::replace(&mut batch, fresh()))
+                            .map_err(|_| {
+                                forum_dir::ForumDirError::Invalid("the import stopped".into())
+                            })?;
+                    }
+                    Ok(())
+                });
+                // The rows read before the end, or before an error of reading.
+                let _ = tx.send(batch);
+                read
+            })
+            .map_err(io("starting the import's reader"))?;
+        // The batch whose last row waits for the next batch's first entry.
+        let mut held: Option<Vec<Row>> = None;
+        let mut taken = Ok(());
+        for mut batch in rx.iter().filter(|b| !b.is_empty()) {
+            if let Some(mut h) = held.take() {
+                let last = h.last_mut().expect("held batches are not empty");
+                taken = take(last, Some(&batch[0].1));
+                let _ = back.try_send(h);
+            }
+            for k in 1..batch.len() {
+                if taken.is_err() {
+                    break;
+                }
+                let (done, rest) = batch.split_at_mut(k);
+                taken = take(&mut done[k - 1], Some(&rest[0].1));
+            }
+            held = Some(batch);
+            if taken.is_err() {
+                break;
+            }
+        }
+        drop(rx);
+        let read = reader.join().unwrap_or_else(|_| {
+            Err(StoreError::Invalid("the import's reader panicked".into()).into())
+        });
+        taken?;
+        read?;
+        match held.as_mut().and_then(|h| h.last_mut()) {
+            Some(last) => take(last, None),
+            None => Ok(()),
+        }
+    })
 }
 
 /// zlib level of an import's bodies (its trees and commits are stored): level 1 costs about
@@ -297,17 +375,13 @@ impl ImportRun {
     }
 
     /// Checks entry `e` at row `i` (its successor known, to tell a swap from a deletion) and,
-    /// while nothing is wrong, writes its objects. After a problem the rest is only read: a
-    /// problem found in reading is reported first, a broken chain before a bad body.
-    fn take(
-        &mut self,
-        i: usize,
-        e: Entry,
-        next: Option<&Entry>,
-        payloads: &mut forum_dir::Payloads,
-    ) -> Result<(), ImportError> {
+    /// while nothing is wrong, writes its objects with `body` (what the lookup of its body
+    /// found). After a problem the rest is only read: a problem found in reading is reported
+    /// first, a broken chain before a bad body.
+    fn take(&mut self, row: &mut Row, next: Option<&Entry>) -> Result<(), ImportError> {
+        let (i, e) = (row.0, &row.1);
         if self.chain_problem.is_none()
-            && let Err(p) = self.checker.push(&e, next)
+            && let Err(p) = self.checker.push(e, next)
         {
             self.chain_problem = Some((i, p));
         }
@@ -315,7 +389,7 @@ impl ImportRun {
             return Ok(());
         }
         let hash = self.hash;
-        let tree = match payloads.body(&e) {
+        let tree = match std::mem::replace(&mut row.2, Ok(None)) {
             Ok(Some(b)) => {
                 if let Some(body) = &b.forum_order {
                     self.rows.keep(&e.payload_hash, body)?;
@@ -344,7 +418,7 @@ impl ImportRun {
             }
             Err(e) => return Err(e.into()),
         };
-        push_commit_bytes(&mut self.commit_buf, &e, &tree, self.parent.as_ref());
+        push_commit_bytes(&mut self.commit_buf, e, &tree, self.parent.as_ref());
         let commit = object_id(hash, Kind::Commit, self.commit_buf.as_bytes())?;
         self.pack
             .add(
@@ -358,7 +432,10 @@ impl ImportRun {
             .map_err(io("writing the seq index"))?;
         self.parent = Some(commit);
         self.count += 1;
-        self.last = Some(e);
+        if next.is_none() {
+            // Only the last entry is kept: the ledger's tip names it.
+            self.last = Some(e.clone());
+        }
         Ok(())
     }
 }

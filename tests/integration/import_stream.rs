@@ -190,6 +190,73 @@ fn a_bad_row_deep_in_a_long_directory_imports_nothing() {
     }
 }
 
+/// `import` reads the directory on a thread of its own and hands the rows over in batches of
+/// 256: a corrupt entry row at either side of a batch's edge and at the first row, a broken
+/// link in the last row and a bad last body are named as they were before, with nothing
+/// imported; a directory of exactly two batches imports whole.
+#[test]
+fn a_bad_row_at_the_edge_of_a_batch_read_ahead_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let good = work.path().join("good");
+    forum_dir_of(&good, 512);
+    let copy = |name: String| {
+        let d = work.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        for f in ["entries.jsonl", "payloads.jsonl"] {
+            std::fs::copy(good.join(f), d.join(f)).unwrap();
+        }
+        d
+    };
+    for kind in common::FORMATS {
+        let repo = &Repo::new(kind);
+        let before = repo.snapshot();
+        let import = |d: &Path| {
+            repo.forum()
+                .args(["import", d.to_str().unwrap()])
+                .output()
+                .unwrap()
+        };
+        for row in [0, 255, 256, 257, 510] {
+            let d = copy(format!("{kind}-entry-{row}"));
+            edit_row(&d.join("entries.jsonl"), row, |l| {
+                l[..l.len() - 3].to_string()
+            });
+            one_line_error(
+                &import(&d),
+                &format!("entries.jsonl: corrupt line at row {row}"),
+            );
+        }
+        // The last row's link broken (a torn last line would be dropped, as Forum drops it).
+        let d = copy(format!("{kind}-link"));
+        edit_row(&d.join("entries.jsonl"), 511, |l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let prev = v["prev_hash"].as_str().unwrap().to_string();
+            l.replace(&prev, &"0".repeat(64))
+        });
+        one_line_error(&import(&d), "does not verify at row 511");
+        // The last body row (the body of entry 511).
+        let d = copy(format!("{kind}-body"));
+        let rows = std::fs::read_to_string(d.join("payloads.jsonl")).unwrap();
+        edit_row(&d.join("payloads.jsonl"), rows.lines().count() - 1, |l| {
+            l.replace("\"i\": ", "\"i\": 1")
+        });
+        one_line_error(
+            &import(&d),
+            "does not hash to its payload_hash; nothing was imported",
+        );
+        assert_eq!(repo.snapshot(), before, "nothing imported on {kind}");
+        assert!(
+            pack_files(repo).is_empty(),
+            "{kind}: {:?}",
+            pack_files(repo)
+        );
+        let out = repo.forum_json(&["import", good.to_str().unwrap()]);
+        assert_eq!(out["entries"], 512, "{out}");
+        assert_eq!(repo.forum_json(&["verify", "--deep"])["ok"], true);
+        repo.fsck();
+    }
+}
+
 /// The payload rows of `good` rearranged by `f` into a new directory `name` beside it.
 fn rearranged(
     good: &Path,
