@@ -222,16 +222,38 @@ fn scan_parsed<T, E: From<ForumDirError>>(
     file: fs::File,
     limits: &Limits,
     used: &mut u64,
+    parse: impl FnMut(&str) -> Result<T, canonical::ParseError>,
+    f: impl FnMut(usize, u64, usize, T) -> Result<(), E>,
+) -> Result<bool, E> {
+    scan_span(path, file, Span::default(), limits, used, parse, f)
+}
+
+/// Where a scan of part of a file starts (its byte offset and row), and whether the file goes
+/// on after what it reads (its last line is then an ordinary row, never dropped as torn).
+#[derive(Clone, Copy, Default)]
+struct Span {
+    offset: u64,
+    row: usize,
+    more: bool,
+}
+
+/// [`scan_parsed`] of the part of a file `input` reads, which starts at a row's first byte.
+fn scan_span<T, E: From<ForumDirError>>(
+    path: &Path,
+    input: impl std::io::Read,
+    span: Span,
+    limits: &Limits,
+    used: &mut u64,
     mut parse: impl FnMut(&str) -> Result<T, canonical::ParseError>,
     mut f: impl FnMut(usize, u64, usize, T) -> Result<(), E>,
 ) -> Result<bool, E> {
-    let mut input = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut input = std::io::BufReader::with_capacity(1 << 16, input);
     let mut buf = Vec::new();
-    let mut offset: u64 = 0;
+    let mut offset: u64 = span.offset;
     // Only the last line may be blank or torn, so each line waits until the next one is seen
     // (with the byte offset where it starts).
     let mut pending: Option<(String, u64)> = None;
-    let mut index = 0usize;
+    let mut index = span.row;
     loop {
         let read = read_line(&mut input, &mut buf, limits.line).map_err(|e| ForumDirError::Io {
             context: format!("reading {}", path.display()),
@@ -269,7 +291,7 @@ fn scan_parsed<T, E: From<ForumDirError>>(
         buf = text.into_bytes();
     }
     match pending {
-        Some((p, at)) => take_line(path, &p, at, index - 1, true, &mut parse, &mut f),
+        Some((p, at)) => take_line(path, &p, at, index - 1, !span.more, &mut parse, &mut f),
         None => Ok(false),
     }
 }
@@ -497,6 +519,7 @@ pub(crate) fn checked_canonical(e: &Entry, c: String) -> Result<String, ForumDir
 }
 
 pub(crate) mod order;
+mod split;
 mod stream;
 pub(crate) use stream::{ForumStream, StreamBody, open_stream};
 

@@ -2,6 +2,7 @@
 //! through an index kept in temporary files, so memory follows neither the size of the bodies
 //! nor the number of rows.
 
+use super::split::{key_of, payload_row};
 use super::*;
 use crate::store::forum_row::payload_from_row;
 
@@ -160,45 +161,11 @@ pub(super) const INDEX_RUN: usize = 1 << 14;
 /// How many parts the index is cut into for lookups (one key each in memory: 32 KiB).
 pub(super) const FENCES: u64 = 4096;
 
-/// FNV-1a of a payload hash's text: only a key to sort and search by (every match is confirmed
-/// against the row itself).
-pub(super) fn key_of(hash: &str) -> u64 {
-    hash.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 /// A payload row as read: plain (see [`payload_from_row`]: its hash and its body's canonical
 /// bytes, no JSON value built), or parsed by the general parser.
 pub(super) enum Row {
     Plain { hash: String, canonical: String },
     Parsed(Value),
-}
-
-/// A payload row's hash as the first pass reads it: plain rows (nearly every row Forum writes)
-/// without a JSON value built.
-pub(super) enum Scanned {
-    Plain([u8; 64]),
-    Parsed(Value),
-}
-
-impl Scanned {
-    /// The row's hash (row `i` of `path`, for the error when a parsed row has none).
-    fn hash(&self, path: &Path, i: usize) -> Result<&str, ForumDirError> {
-        match self {
-            Scanned::Plain(h) => Ok(std::str::from_utf8(h).expect("plain rows are ASCII")),
-            Scanned::Parsed(v) => Ok(payload_row(path, i, v)?.0),
-        }
-    }
-}
-
-/// Reads a payload row for the first pass: [`Scanned::Plain`] when it is plain with a 64-byte
-/// hash, else through the general parser (which accepts every plain row too).
-pub(super) fn scan_payload_row(line: &str) -> Result<Scanned, canonical::ParseError> {
-    match payload_from_row(line, None).and_then(|h| h.as_bytes().try_into().ok()) {
-        Some(h) => Ok(Scanned::Plain(h)),
-        None => canonical::parse(line).map(Scanned::Parsed),
-    }
 }
 
 /// Reads a payload row whole: plain when it is, else through the general parser.
@@ -211,27 +178,6 @@ pub(super) fn read_payload_row(line: &str) -> Result<Row, canonical::ParseError>
         }),
         None => canonical::parse(line).map(Row::Parsed),
     }
-}
-
-/// Checks that a payload row has a string `hash` and a `body`; returns both.
-pub(super) fn payload_row<'a>(
-    path: &Path,
-    i: usize,
-    row: &'a Value,
-) -> Result<(&'a str, &'a Value), ForumDirError> {
-    let (Some(h), Some(body)) = (row.get("hash"), row.get("body")) else {
-        return Err(ForumDirError::Corrupt(format!(
-            "{}: row {i} lacks \"hash\" or \"body\"",
-            path.display()
-        )));
-    };
-    let Some(h) = h.as_str() else {
-        return Err(ForumDirError::Corrupt(format!(
-            "{}: row {i}: \"hash\" is not a string",
-            path.display()
-        )));
-    };
-    Ok((h, body))
 }
 
 pub(super) fn entry_of(path: &Path, i: usize, row: &Value) -> Result<Entry, ForumDirError> {
@@ -358,19 +304,20 @@ pub(super) fn open_tuned(
         let table_file = tempfile::tempfile_in(scratch).map_err(scratch_io)?;
         let mut table = std::io::BufWriter::with_capacity(1 << 16, &table_file);
         let mut sorter = SortedRuns::<INDEX_REC>::new(scratch, tuning.index_run);
-        let scanned = scan_parsed(
+        let key = |h: &str| key_of(h) & tuning.key_mask;
+        let scanned = super::split::scan_payloads(
             &payloads_path,
-            f,
+            &f,
             limits,
             &mut used,
-            scan_payload_row,
-            |i, at, len, row: Scanned| {
-                let h = row.hash(&payloads_path, i)?;
+            scratch,
+            &key,
+            |i, at, len, key| {
                 let mut t = [0u8; TABLE_REC];
                 t[..8].copy_from_slice(&at.to_be_bytes());
                 t[8..].copy_from_slice(&(len as u32).to_be_bytes());
                 let mut r = [0u8; INDEX_REC];
-                r[..8].copy_from_slice(&(key_of(h) & tuning.key_mask).to_be_bytes());
+                r[..8].copy_from_slice(&key.to_be_bytes());
                 r[8..16].copy_from_slice(&(i as u64).to_be_bytes());
                 r[16..].copy_from_slice(&t);
                 table
