@@ -119,6 +119,24 @@ impl GitStore {
         Ok(out)
     }
 
+    /// The entries from the tip back to seq `first`, newest first, with their commit ids: a
+    /// run's own entries are all at or after its request's seq, so reading them needs none
+    /// of the older runs' (an append landing meanwhile is read too, never one missed).
+    pub(crate) fn walk_back_to(&self, first: u64) -> Result<Vec<(ObjectId, Entry)>, StoreError> {
+        let mut out = Vec::new();
+        let mut cur = self.tip_id()?;
+        let mut buf = Vec::new();
+        while let Some(id) = cur {
+            let (entry, _, parent) = self.read_entry_commit(&id, &mut buf)?;
+            if entry.seq < first {
+                break;
+            }
+            out.push((id, entry));
+            cur = parent;
+        }
+        Ok(out)
+    }
+
     /// The commit ids from `start` back to the root, oldest first. Callers that already read
     /// the tip pass it, so an append landing meanwhile cannot make the walk disagree with it.
     pub(super) fn chain_ids_from(

@@ -50,7 +50,16 @@ pub(crate) fn exit_of_error(e: &RunError) -> Option<RunExit> {
 pub(crate) fn exit_for(store: &GitStore, outcome: &Outcome) -> Result<RunExit> {
     let facts = match outcome.status {
         Status::Answered => {
-            let entries = super::options::preload(store)?;
+            // The run's entries chain back to its request, so none is older than it: the
+            // ledger is read from there (what older runs wrote cannot change this one's facts).
+            let read = |e: crate::store::git::StoreError| {
+                crate::surface::Error::internal(e.to_string()).with_source(e)
+            };
+            let entries = if store.exists().map_err(read)? {
+                crate::surface::reports::load_git_from(store, outcome.request_seq).map_err(read)?
+            } else {
+                Vec::new()
+            };
             checks_of(&entries, outcome.request_seq)
         }
         _ => Facts::default(),

@@ -15,6 +15,7 @@ pub(crate) mod prepare;
 pub(crate) mod receipt;
 pub(crate) mod recorded;
 pub(crate) mod repo_context;
+pub(crate) mod repo_scan;
 pub(crate) mod runs;
 pub(crate) mod submit;
 pub(crate) mod work;

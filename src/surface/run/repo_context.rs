@@ -5,13 +5,16 @@
 //! every git output and every file is read up to a bound. What configures the run is not part
 //! of the work and is left out: `.forum/`, and every file a seat's executor names (its
 //! program, and the files its arguments name, such as a scripted worker's own script). A run's context budget then meters
-//! the text like any provider's, and the run witnesses it as `context`.
+//! the text like any provider's, and the run witnesses it as `context`. On a small repository
+//! whose answers git would give the same way, the paths and the greps are answered in this
+//! process instead of by a `git` each ([`super::repo_scan`]).
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::repo_scan::{GitDirs, Scan};
 use crate::context::repo::{self, Limits};
 use crate::exec::config::{ExecutorKind, Runtime};
 use crate::ledger::Storage;
@@ -28,6 +31,11 @@ const GREPS_AT_ONCE: usize = 4;
 /// The repository provider of a work tree.
 pub(crate) struct RepoContext {
     top: PathBuf,
+    /// Where its git files are, when `git rev-parse` said (an older git may not).
+    dirs: Option<GitDirs>,
+    /// The index as read once per run, when this process answers for `git ls-files` and
+    /// `git grep` ([`super::repo_scan`]); `None` inside: git answers.
+    scan: OnceLock<Option<Scan>>,
     limits: Limits,
     paths: OnceLock<Result<Vec<String>, ContextFailure>>,
     /// What each term's `git grep` found, read once per run like the paths: tasks share most
@@ -104,21 +112,39 @@ impl RepoContext {
     /// The provider of the work tree `dir` is in, or `None` when `dir` is in no work tree (a
     /// bare repository, or no repository).
     pub(crate) fn open(dir: &Path, limits: Limits) -> Option<RepoContext> {
-        let out = git::run_limited(
-            {
-                let mut c = git::git(dir);
-                c.args(["rev-parse", "--show-toplevel"]);
-                c
-            },
-            64 << 10,
-        )
-        .ok()?;
-        if !out.ok {
-            return None;
-        }
-        let top = out.text();
+        let rev_parse = |args: &[&str]| {
+            let mut c = git::git(dir);
+            c.arg("rev-parse").args(args);
+            git::run_limited(c, 64 << 10).ok().filter(|o| o.ok)
+        };
+        // The work tree, and in the same git where its index is: a git too old for the
+        // last two is asked for the work tree alone.
+        let (top, dirs) = match rev_parse(&[
+            "--show-toplevel",
+            "--absolute-git-dir",
+            "--show-object-format",
+        ]) {
+            Some(out) => {
+                let text = out.text();
+                let mut lines = text.lines();
+                let top = lines.next().unwrap_or_default().to_string();
+                let git_dir = lines.next().map(PathBuf::from);
+                let kind = lines.next().and_then(|f| match f {
+                    "sha1" => Some(gix::hash::Kind::Sha1),
+                    "sha256" => Some(gix::hash::Kind::Sha256),
+                    _ => None,
+                });
+                let dirs = git_dir
+                    .zip(kind)
+                    .map(|(git_dir, kind)| GitDirs { git_dir, kind });
+                (top, dirs)
+            }
+            None => (rev_parse(&["--show-toplevel"])?.text(), None),
+        };
         (!top.is_empty()).then(|| RepoContext {
             top: PathBuf::from(top),
+            dirs,
+            scan: OnceLock::new(),
             limits,
             paths: OnceLock::new(),
             greps: Mutex::new(HashMap::new()),
@@ -155,10 +181,20 @@ impl RepoContext {
         git::run_limited(c, limit).map_err(|e| failure(e.to_string()))
     }
 
+    /// The index read in this process, once per run, when it can answer for git.
+    fn scan(&self) -> Option<&Scan> {
+        self.scan
+            .get_or_init(|| self.dirs.as_ref().and_then(|d| Scan::read(&self.top, d)))
+            .as_ref()
+    }
+
     /// The tracked paths, read once per run.
     fn paths(&self) -> Result<&[String], ContextFailure> {
         let got = self.paths.get_or_init(|| {
-            let out = self.git(&["ls-files", "-z"], LS_FILES_LIMIT)?;
+            let out = match self.scan() {
+                Some(scan) => scan.ls_files(LS_FILES_LIMIT),
+                None => self.git(&["ls-files", "-z"], LS_FILES_LIMIT)?,
+            };
             if !out.ok && !out.cut {
                 return Err(failure(format!("git ls-files failed: {}", out.message)));
             }
@@ -187,10 +223,13 @@ impl RepoContext {
 
     /// The files whose text holds `term` (case-insensitively, text files only).
     fn grep(&self, term: &str) -> Result<Vec<String>, ContextFailure> {
-        let out = self.git(
-            &["grep", "-l", "-z", "-I", "-i", "-F", "-e", term, "--"],
-            GREP_LIMIT,
-        )?;
+        let out = match self.scan().and_then(|s| s.grep(term, GREP_LIMIT)) {
+            Some(out) => out,
+            None => self.git(
+                &["grep", "-l", "-z", "-I", "-i", "-F", "-e", term, "--"],
+                GREP_LIMIT,
+            )?,
+        };
         // Exit 1 is "no match".
         if !out.ok && out.code != Some(1) && !out.cut {
             return Err(failure(format!("git grep failed: {}", out.message)));
