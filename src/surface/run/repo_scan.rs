@@ -117,12 +117,16 @@ impl Scan {
         let needle = term.to_ascii_lowercase();
         let finder = memchr::memmem::Finder::new(needle.as_bytes());
         let mut buf = Vec::new();
-        let hits = self
-            .searched
-            .iter()
-            .filter(|p| holds(&self.top, p, &finder, &mut buf));
-        let out = printed(hits, limit, false);
-        Some(out)
+        // The files are read as they are now, not as the index sized them: past
+        // [`MAX_BYTES`] read in all, the search is git's.
+        let mut left = MAX_BYTES;
+        let mut hits = Vec::new();
+        for p in &self.searched {
+            if holds(&self.top, p, &finder, &mut buf, &mut left)? {
+                hits.push(p);
+            }
+        }
+        Some(printed(hits.into_iter(), limit, false))
     }
 }
 
@@ -152,21 +156,40 @@ fn printed<'a>(paths: impl Iterator<Item = &'a Vec<u8>>, limit: usize, listing: 
 }
 
 /// Whether the tracked file `path` under `top` is, in the work tree, a regular text file
-/// holding `finder`'s (lower-case ASCII) needle with ASCII letters folded.
-fn holds(top: &Path, path: &[u8], finder: &memchr::memmem::Finder<'_>, buf: &mut Vec<u8>) -> bool {
+/// holding `finder`'s (lower-case ASCII) needle with ASCII letters folded; `None` when it
+/// holds more than the `left` bytes this scan may still read (which it takes from).
+fn holds(
+    top: &Path,
+    path: &[u8],
+    finder: &memchr::memmem::Finder<'_>,
+    buf: &mut Vec<u8>,
+    left: &mut u64,
+) -> Option<bool> {
     use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
     let full = top.join(std::ffi::OsStr::from_bytes(path));
     match std::fs::symlink_metadata(&full) {
         Ok(m) if m.file_type().is_file() => {}
-        _ => return false,
+        _ => return Some(false),
     }
+    // Not through a symbolic link put there since the look above.
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&full)
+    else {
+        return Some(false);
+    };
     buf.clear();
-    let read = std::fs::File::open(&full).and_then(|mut f| f.read_to_end(buf));
-    if read.is_err() || memchr::memchr(0, &buf[..buf.len().min(BINARY_PROBE)]).is_some() {
-        return false;
+    if file.take(*left + 1).read_to_end(buf).is_err() {
+        return Some(false);
+    }
+    *left = left.checked_sub(buf.len() as u64)?;
+    if memchr::memchr(0, &buf[..buf.len().min(BINARY_PROBE)]).is_some() {
+        return Some(false);
     }
     buf.make_ascii_lowercase();
-    finder.find(buf).is_some()
+    Some(finder.find(buf).is_some())
 }
 
 /// Where git looks for its configuration and attributes outside the repository, as the

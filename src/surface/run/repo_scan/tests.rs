@@ -229,4 +229,14 @@ fn what_git_would_answer_otherwise_is_left_to_it() {
     let scan = Scan::read_in(top, &dirs(top), &clean_env(home.path())).unwrap();
     assert!(scan.grep("café", 1 << 20).is_none());
     assert!(scan.grep("part", 1 << 20).is_some());
+    // A tracked file grown past what this process reads after the index was read: git's.
+    let big = std::fs::File::create(top.join("top.txt")).unwrap();
+    big.set_len(super::MAX_BYTES + 1).unwrap();
+    assert!(scan.grep("part", 1 << 20).is_none());
+    // A tracked file turned into a link to a file outside the work tree is not read.
+    std::fs::remove_file(top.join("top.txt")).unwrap();
+    write(home.path(), "outside.txt", b"part\n");
+    std::os::unix::fs::symlink(home.path().join("outside.txt"), top.join("top.txt")).unwrap();
+    let found = scan.grep("part", 1 << 20).unwrap();
+    assert_eq!(found.stdout, b"src/lib.txt\0".to_vec());
 }
