@@ -10,7 +10,7 @@
 //! - `grep` on the work tree looks at each regular-file entry of the index (an unmerged path
 //!   once), reads the file from the work tree when it is still a regular file there, skips it
 //!   as binary when a NUL byte is in its first 8,000 bytes (`-I`), and with `LC_ALL=C` (as
-//!   every git git forum starts, `crate::gitproc`) matches a fixed ASCII string with ASCII
+//!   every git that git forum starts, `crate::gitproc`) matches a fixed ASCII string with ASCII
 //!   letters folded (`-i -F`). Here each such file is read and searched the same way.
 //!
 //! What would make git answer otherwise is left to git: an index that does not decode, a
