@@ -406,18 +406,7 @@ pub(crate) fn read_with(dir: &Path, limits: &Limits) -> Result<ForumLedger, Foru
         out.torn.push(payloads_path.clone());
     }
     for (i, row) in rows.into_iter().enumerate() {
-        let (Some(h), Some(body)) = (row.get("hash"), row.get("body")) else {
-            return Err(ForumDirError::Corrupt(format!(
-                "{}: row {i} lacks \"hash\" or \"body\"",
-                payloads_path.display()
-            )));
-        };
-        let Some(h) = h.as_str() else {
-            return Err(ForumDirError::Corrupt(format!(
-                "{}: row {i}: \"hash\" is not a string",
-                payloads_path.display()
-            )));
-        };
+        let (h, body) = split::payload_row(&payloads_path, i, &row)?;
         out.payloads
             .entry(h.to_string())
             .or_insert_with(|| body.clone());

@@ -110,6 +110,15 @@ fn forum_dir_with(dir: &Path, n: usize, body: impl Fn(usize) -> usize) {
     .unwrap();
 }
 
+/// A copy of the Forum directory `good` at `to`, for one damaged case.
+fn copy_of(good: &Path, to: &Path) -> std::path::PathBuf {
+    std::fs::create_dir(to).unwrap();
+    for f in ["entries.jsonl", "payloads.jsonl"] {
+        std::fs::copy(good.join(f), to.join(f)).unwrap();
+    }
+    to.to_path_buf()
+}
+
 /// Replaces line `row` (0-based) of `file` with what `f` makes of it.
 fn edit_row(file: &Path, row: usize, f: impl Fn(&str) -> String) {
     let text = std::fs::read_to_string(file).unwrap();
@@ -123,14 +132,7 @@ fn a_bad_row_deep_in_a_long_directory_imports_nothing() {
     let work = tempfile::tempdir().unwrap();
     let good = work.path().join("good");
     forum_dir_of(&good, 3000);
-    let copy = |name: &str| {
-        let d = work.path().join(name);
-        std::fs::create_dir(&d).unwrap();
-        for f in ["entries.jsonl", "payloads.jsonl"] {
-            std::fs::copy(good.join(f), d.join(f)).unwrap();
-        }
-        d
-    };
+    let copy = |name: &str| copy_of(&good, &work.path().join(name));
     for kind in common::FORMATS {
         let repo = Repo::new(kind);
         let before = repo.snapshot();
@@ -199,14 +201,7 @@ fn a_bad_row_at_the_edge_of_a_batch_read_ahead_is_named() {
     let work = tempfile::tempdir().unwrap();
     let good = work.path().join("good");
     forum_dir_of(&good, 512);
-    let copy = |name: String| {
-        let d = work.path().join(name);
-        std::fs::create_dir(&d).unwrap();
-        for f in ["entries.jsonl", "payloads.jsonl"] {
-            std::fs::copy(good.join(f), d.join(f)).unwrap();
-        }
-        d
-    };
+    let copy = |name: String| copy_of(&good, &work.path().join(name));
     for kind in common::FORMATS {
         let repo = &Repo::new(kind);
         let before = repo.snapshot();

@@ -571,6 +571,15 @@ mod tests {
             .collect()
     }
 
+    /// A pack streamed into `objects` whose index rows spill every `run_rows`, its writer
+    /// changed by `change` before its thread starts.
+    fn streaming(objects: &Path, run_rows: usize, change: impl FnOnce(&mut Writer)) -> PackStream {
+        let mut w = Writer::create(objects, HashKind::Sha1, level()).unwrap();
+        w.rows.run_rows = run_rows;
+        change(&mut w);
+        PackStream::start(w).unwrap()
+    }
+
     fn names(pack_dir: &Path) -> Vec<String> {
         let mut v: Vec<_> = fs::read_dir(pack_dir)
             .unwrap()
@@ -673,9 +682,7 @@ mod tests {
         };
         git(&["init", "-q"]);
         let objects = dir.path().join(".git/objects");
-        let mut w = Writer::create(&objects, HashKind::Sha1, level()).unwrap();
-        w.rows.run_rows = 2;
-        let mut p = PackStream::start(w).unwrap();
+        let mut p = streaming(&objects, 2, |_| {});
         let mut ids = Vec::new();
         for i in 0..6u8 {
             let o = crate::store::codec::object(HashKind::Sha1, Kind::Blob, vec![i; 40]).unwrap();
@@ -697,9 +704,7 @@ mod tests {
     fn an_unfinished_pack_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let objects = dir.path().join("objects");
-        let mut w = Writer::create(&objects, HashKind::Sha1, level()).unwrap();
-        w.rows.run_rows = 2;
-        let mut p = PackStream::start(w).unwrap();
+        let mut p = streaming(&objects, 2, |_| {});
         for (o, s) in &sample(HashKind::Sha1, 3000) {
             p.add(&o.id, o.kind, &o.data, *s).unwrap();
         }
@@ -714,10 +719,10 @@ mod tests {
     fn a_write_that_fails_on_the_writers_thread_is_returned_and_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let objects = dir.path().join("objects");
-        let mut w = Writer::create(&objects, HashKind::Sha1, level()).unwrap();
-        let read_only = File::open(w.lead.0.path()).unwrap();
-        w.lead.1 = BufWriter::with_capacity(16, read_only);
-        let mut p = PackStream::start(w).unwrap();
+        let mut p = streaming(&objects, RUN_ROWS, |w| {
+            let read_only = File::open(w.lead.0.path()).unwrap();
+            w.lead.1 = BufWriter::with_capacity(16, read_only);
+        });
         let mut failed = None;
         for (o, s) in &sample(HashKind::Sha1, 3000) {
             if let Err(e) = p.add(&o.id, o.kind, &o.data, *s) {
