@@ -110,6 +110,14 @@ fn forum_dir_with(dir: &Path, n: usize, body: impl Fn(usize) -> usize) {
     .unwrap();
 }
 
+/// What `git forum import DIR` gives in `repo`.
+fn import_of(repo: &Repo, dir: &Path) -> std::process::Output {
+    repo.forum()
+        .args(["import", dir.to_str().unwrap()])
+        .output()
+        .unwrap()
+}
+
 /// A copy of the Forum directory `good` at `to`, for one damaged case.
 fn copy_of(good: &Path, to: &Path) -> std::path::PathBuf {
     std::fs::create_dir(to).unwrap();
@@ -136,12 +144,7 @@ fn a_bad_row_deep_in_a_long_directory_imports_nothing() {
     for kind in common::FORMATS {
         let repo = Repo::new(kind);
         let before = repo.snapshot();
-        let import = |d: &Path| {
-            repo.forum()
-                .args(["import", d.to_str().unwrap()])
-                .output()
-                .unwrap()
-        };
+        let import = |d: &Path| import_of(&repo, d);
         // A body edited near the end: it no longer hashes to its entry.
         let d = copy(&format!("{kind}-body"));
         edit_row(&d.join("payloads.jsonl"), 2500, |l| {
@@ -205,12 +208,7 @@ fn a_bad_row_at_the_edge_of_a_batch_read_ahead_is_named() {
     for kind in common::FORMATS {
         let repo = &Repo::new(kind);
         let before = repo.snapshot();
-        let import = |d: &Path| {
-            repo.forum()
-                .args(["import", d.to_str().unwrap()])
-                .output()
-                .unwrap()
-        };
+        let import = |d: &Path| import_of(repo, d);
         for row in [0, 255, 256, 257, 510] {
             let d = copy(format!("{kind}-entry-{row}"));
             edit_row(&d.join("entries.jsonl"), row, |l| {

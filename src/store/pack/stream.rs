@@ -399,34 +399,42 @@ fn seal_pack(
     use std::os::unix::fs::FileExt as _;
     let mut hasher = Checksum::new(hash);
     let mut chunk = vec![0u8; 1 << 20];
-    let mut at = 0u64;
-    while at < lead_len {
-        let n = lead.read_at(&mut chunk, at)?;
-        if n == 0 {
-            return Err(std::io::Error::other(
-                "the pack's first part is shorter than written",
-            ));
-        }
-        let n = n.min((lead_len - at) as usize);
-        hasher.update(&chunk[..n]);
-        at += n as u64;
-    }
-    let mut at = 0u64;
-    while at < rest_len {
-        let n = rest.read_at(&mut chunk, at)?;
-        if n == 0 {
-            return Err(std::io::Error::other(
-                "the pack's second part is shorter than written",
-            ));
-        }
-        let n = n.min((rest_len - at) as usize);
-        hasher.update(&chunk[..n]);
-        lead.write_all_at(&chunk[..n], lead_len + at)?;
-        at += n as u64;
-    }
+    each_chunk(lead, lead_len, &mut chunk, "first", |bytes, _| {
+        hasher.update(bytes);
+        Ok(())
+    })?;
+    each_chunk(rest, rest_len, &mut chunk, "second", |bytes, at| {
+        hasher.update(bytes);
+        lead.write_all_at(bytes, lead_len + at)
+    })?;
     let pack_hash = hasher.finish();
     lead.write_all_at(pack_hash.as_slice(), lead_len + rest_len)?;
     Ok(pack_hash)
+}
+
+/// Reads the first `len` bytes of `file` a chunk at a time, handing each to `f` with its
+/// offset; `part` names the pack's part in the error when the file is shorter.
+fn each_chunk(
+    file: &File,
+    len: u64,
+    chunk: &mut [u8],
+    part: &str,
+    mut f: impl FnMut(&[u8], u64) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    let mut at = 0u64;
+    while at < len {
+        let n = file.read_at(chunk, at)?;
+        if n == 0 {
+            return Err(std::io::Error::other(format!(
+                "the pack's {part} part is shorter than written"
+            )));
+        }
+        let n = n.min((len - at) as usize);
+        f(&chunk[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// A v2 index written up to its trailer: the fan-out, the ids, the CRCs and the offsets.
