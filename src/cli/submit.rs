@@ -403,17 +403,32 @@ fn prepare(
     Ok((spec, roster, fleet, opts))
 }
 
-fn root_of(store: &dyn Storage) -> Result<String, CliError> {
+/// Ledgers at least this long have the checkpoint a run ends with read from the cache of
+/// Forum's tree: past about a thousand entries, reading every entry back costs more than the
+/// few small objects that extending the cache by the run's entries writes.
+const CACHED_CHECKPOINT_FROM: u64 = 1024;
+
+/// The ledger's size and Forum's root of it, for a run's closing lines: for a long ledger from
+/// the cache of Forum's tree (`refs/forum/merkle/NAME`, extended by the entries since it was
+/// written, rebuilt when it disagrees), so a run at the end of a long ledger does not read
+/// every entry; from every entry for a short one, or when the cache cannot be had (it is only a
+/// cache, and its checks fall back to the entries).
+fn checkpoint_of(store: &GitStore) -> Result<(u64, String), CliError> {
+    let internal = |e: &dyn std::fmt::Display| CliError::internal(e.to_string());
+    let size = store.len().map_err(|e| internal(&e))?;
+    if size >= CACHED_CHECKPOINT_FROM
+        && let Ok(Some(cached)) = surface::proof::Cached::open(store)
+    {
+        let cp = cached.checkpoint();
+        return Ok((cp.size, cp.root));
+    }
     let mut acc = Accumulator::default();
-    for seq in 0..store.len().map_err(|e| CliError::internal(e.to_string()))? {
-        if let Some(e) = store
-            .get(seq)
-            .map_err(|e| CliError::internal(e.to_string()))?
-        {
+    for seq in 0..size {
+        if let Some(e) = store.get(seq).map_err(|e| internal(&e))? {
             acc.push(&e.entry_hash);
         }
     }
-    Ok(acc.root())
+    Ok((size, acc.root()))
 }
 
 /// Renders a finished (or paused, stopped, halted) run, then ends with the exit code of
@@ -425,8 +440,7 @@ fn report(
     opts: &Options,
     quiet: bool,
 ) -> Result<(), CliError> {
-    let checkpoint = root_of(store)?;
-    let size = store.len().map_err(|e| CliError::internal(e.to_string()))?;
+    let (size, checkpoint) = checkpoint_of(store)?;
     let ends = |exit: surface::run::exit::RunExit| match exit.code() {
         0 => Ok(()),
         code => Err(CliError::silent(code)),

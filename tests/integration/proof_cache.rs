@@ -299,3 +299,39 @@ fn a_fetched_copy_answers_from_memory_and_writes_nothing_on_each_kind() {
         );
     }
 }
+
+/// A run at the end of a ledger long enough to read its closing checkpoint from the cache ends
+/// with the root of every entry, its own included, as `verify` computes it from the entries: the
+/// cache is extended by the run's entries (and rebuilt first here, its first leaf chunk having
+/// been changed), on files/SHA-1, files/SHA-256 and reftable repositories.
+#[test]
+fn a_run_at_the_end_of_a_long_ledger_ends_with_the_root_of_every_entry_on_each_kind() {
+    on_each_kind(|repo| {
+        let kind = repo.kind();
+        imported(repo, 1030);
+        repo.forum_json(&["checkpoint", "--no-record"]);
+        let before = cache_tree(repo);
+        tamper(repo, "0/000", &[7u8; 32 * 256], None);
+        let model = crate::submit::script(repo, "model", "");
+        let j = repo.forum_json(&["submit", "--cmd", &model, "ship a login API with docs"]);
+        let v = repo.forum_json(&["verify"]);
+        assert_eq!(v["ok"], true, "{kind}");
+        assert_eq!(j["checkpoint"], v["checkpoint"], "{kind}");
+        let r = &j["git_forum_receipt"];
+        assert_eq!(r["ledger_size"], v["entries"], "{kind}");
+        assert!(v["entries"].as_u64().unwrap() > 1030, "{kind}");
+        // The run left the cache rebuilt and extended to its last entry: its commit names the
+        // ledger's size and root, and its tree is neither the tampered one nor the one before.
+        let head = repo.git_ok(&["log", "-1", "--format=%s", CACHE]);
+        let want = format!(
+            "forum-tree {} {}",
+            v["entries"],
+            v["checkpoint"].as_str().unwrap()
+        );
+        assert_eq!(head, want, "{kind}");
+        assert_ne!(cache_tree(repo), before, "{kind}");
+        let cp = repo.forum_json(&["checkpoint", "--no-record"]);
+        assert_eq!(cp["checkpoint"], v["checkpoint"], "{kind}");
+        assert_eq!(cp["size"], v["entries"], "{kind}");
+    });
+}

@@ -809,7 +809,7 @@ fn forum_run1_is_reproduced_entry_by_entry() {
 /// A model as a shell script: plans PLAN_3, passes every verdict, answers ANSWER, and does
 /// tasks as "done: <instruction>" (reporting `name` in every answer is not possible for a
 /// command; the model id is the program).
-fn script(repo: &Repo, name: &str, extra: &str) -> String {
+pub(crate) fn script(repo: &Repo, name: &str, extra: &str) -> String {
     let path = repo.path().join(format!("{name}.sh"));
     let plan = PLAN_3.replace('\n', "");
     let body = format!(
