@@ -306,6 +306,11 @@ fn exit_as(status: Option<i32>) -> ! {
     let sig = libc::WTERMSIG(raw);
     // SAFETY: the number of the signal that ended the program, as the kernel gave it.
     let signal = unsafe { Signal::from_raw_unchecked(sig) };
+    // The C library's own two keep its handlers here, which must not run in this clone: the
+    // exit code says which signal it was instead.
+    if (32..=33).contains(&sig) {
+        exit(128 + sig);
+    }
     // Handlers are at their defaults since the start, but an ignored signal (SIGPIPE) is set
     // back. SIGKILL and SIGSTOP cannot be changed, and asking would write `errno`.
     if sig != libc::SIGKILL && sig != libc::SIGSTOP {
