@@ -676,12 +676,7 @@ fn wait_until(
             }
             // Woken at once when the child ends, else after the pause to look again at the
             // deadline and the stop request.
-            Ok(None) => {
-                let closed = std::sync::mpsc::RecvTimeoutError::Disconnected;
-                if exited.recv_timeout(STOP_POLL) == Err(closed) {
-                    thread::sleep(STOP_POLL);
-                }
-            }
+            Ok(None) => pause_for(exited.as_ref(), STOP_POLL),
             Err(_) => return (None, Ended::Exited),
         }
     }
@@ -690,26 +685,27 @@ fn wait_until(
 /// How often a wait looks at its deadline and its stop request.
 const STOP_POLL: Duration = Duration::from_millis(5);
 
-/// A message when `child` has ended, from a thread that waits for it without reaping it (the
-/// caller reaps it), so the caller's wait ends when the child does rather than at its next
-/// look. When the thread cannot start, the channel is closed at once and the caller only looks.
-fn exit_notice(child: &dyn Leader) -> std::sync::mpsc::Receiver<()> {
-    use rustix::process::{WaitId, WaitIdOptions, waitid};
-    let (tx, rx) = std::sync::mpsc::channel();
-    let Some(pid) = rustix::process::Pid::from_raw(child.leader_id() as i32) else {
-        return rx;
+/// A pidfd of `child`, readable once it has ended (nothing is reaped by it), so that a wait
+/// ends when the child does rather than at its next look, without a thread to wait for it.
+/// `None` when the kernel gives none: the caller then only looks.
+fn exit_notice(child: &dyn Leader) -> Option<std::os::fd::OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(child.leader_id() as i32)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// Waits `pause`, or less when `exited` (see [`exit_notice`]) says the child has ended.
+fn pause_for(exited: Option<&std::os::fd::OwnedFd>, pause: Duration) {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let Some(fd) = exited else {
+        thread::sleep(pause);
+        return;
     };
-    let _ = thread::Builder::new()
-        .name("exit-notice".into())
-        .spawn(move || {
-            // Any error (the caller reaped it first: ECHILD) ends the wait too.
-            while let Err(rustix::io::Errno::INTR) = waitid(
-                WaitId::Pid(pid),
-                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
-            ) {}
-            let _ = tx.send(());
-        });
-    rx
+    let timeout = rustix::time::Timespec {
+        tv_sec: pause.as_secs() as _,
+        tv_nsec: pause.subsec_nanos() as _,
+    };
+    // An interruption ends the pause early: the caller looks again and comes back.
+    let _ = poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&timeout));
 }
 
 /// The reaper's word that it could not start the program (its exit code and the line it
