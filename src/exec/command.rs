@@ -270,7 +270,7 @@ fn register(pgid: u32, scope: Option<u64>, control: Option<Control>) -> Running 
 /// The read end of a command's stdout or stderr pipe.
 type Pipe = std::os::fd::OwnedFd;
 
-/// Starts a command whose stdout and stderr are pipes (under a forked reaper when it is to run
+/// Starts a command whose stdout and stderr are pipes (under a cloned reaper when it is to run
 /// under the reaper), registered as [`start`] registers it: its leader, its two pipes, its
 /// process group and how it runs.
 #[allow(clippy::type_complexity)]

@@ -64,7 +64,7 @@ impl Leader for Forked {
     }
 }
 
-/// Starts a command under the reaper ([`super::is_reaped`]) with a forked reaper instead
+/// Starts a command under the reaper ([`super::is_reaped`]) with a cloned reaper instead
 /// (this module): the same program, arguments, environment and directory, stdin from
 /// `/dev/null`, stdout and stderr to pipes; registered as [`super::start`] registers.
 pub(super) fn start_forked(
@@ -269,7 +269,7 @@ fn c_strings(
 }
 
 /// Starts `program` with `args` and exactly the environment `env`, in `dir` (else here), stdin
-/// from `/dev/null`, stdout and stderr to pipes, under a forked reaper that leads a process
+/// from `/dev/null`, stdout and stderr to pipes, under a cloned reaper that leads a process
 /// group of its own. An error when the program cannot be started.
 pub(crate) fn spawn(
     program: &Path,

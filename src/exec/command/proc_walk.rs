@@ -1,9 +1,9 @@
-//! The live descendants of this process, found in `/proc` without allocating (so the forked
+//! The live descendants of this process, found in `/proc` without allocating (so the cloned
 //! reaper, which may not, can use it): each process's parent is read from `/proc/PID/stat`
 //! into an `mmap`ed table, and the descendants are marked from this process down. Every system
 //! call is rustix's, so libc's `errno` is never written (the reaper shares git forum's memory).
 
-// The forked reaper may not allocate: its table comes from `mmap`.
+// The cloned reaper may not allocate: its table comes from `mmap`.
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
