@@ -59,9 +59,9 @@ pub mod reaper;
 
 use forked::{Leader, start_forked};
 pub(crate) use output::OnLine;
-use output::{drain, drain_lines, stdout_text, tail};
+use output::{Stream, stdout_text, tail};
+use watchdog::Watch;
 pub(crate) use watchdog::{Heard, in_heard, in_stall};
-use watchdog::{Touching, Watch};
 
 /// The reaper is this binary again: the path works even when the file was replaced on disk.
 const SELF_EXE: &str = "/proc/self/exe";
@@ -267,10 +267,10 @@ fn register(pgid: u32, scope: Option<u64>, control: Option<Control>) -> Running 
     running
 }
 
-/// A command's stdout or stderr, as its runner reads it.
-type Pipe = Box<dyn std::io::Read + Send>;
+/// The read end of a command's stdout or stderr pipe.
+type Pipe = std::os::fd::OwnedFd;
 
-/// Starts a command whose stdout and stderr are pipes (under a forked reaper when it is to run
+/// Starts a command whose stdout and stderr are pipes (under a cloned reaper when it is to run
 /// under the reaper), registered as [`start`] registers it: its leader, its two pipes, its
 /// process group and how it runs.
 #[allow(clippy::type_complexity)]
@@ -282,15 +282,15 @@ fn start_piped(
         let (st, pgid, running) = start_forked(cmd, scope)?;
         return Ok((
             Box::new(st.reaper),
-            Box::new(st.stdout),
-            Box::new(st.stderr),
+            st.stdout.into(),
+            st.stderr.into(),
             pgid,
             running,
         ));
     }
     let (mut child, pgid, running) = self::start(cmd, scope)?;
-    let out = Box::new(child.stdout.take().expect("piped"));
-    let err = Box::new(child.stderr.take().expect("piped"));
+    let out = child.stdout.take().expect("piped").into();
+    let err = child.stderr.take().expect("piped").into();
     Ok((Box::new(child), out, err, pgid, running))
 }
 
@@ -551,26 +551,13 @@ pub(crate) fn run_watching(
         .stderr(Stdio::piped());
     // Registered, or killed at once when an interruption came while it started.
     let (mut child, out, err, pgid, running) = start_piped(cmd, scope).map_err(spawn_failed)?;
-    let (max_out, max_err) = (limits.max_stdout, limits.max_stderr);
-    let watch = &Watch::new();
-    let (status, ended, (stdout, truncated), (stderr, _)) = thread::scope(|s| {
-        let out = Touching { inner: out, watch };
-        let err = Touching { inner: err, watch };
-        let out_reader = s.spawn(move || drain_lines(out, max_out, on_line));
-        let err_reader = s.spawn(move || drain(err, max_err));
-        let deadline = start + limits.timeout;
-        let (status, ended) = wait_until(&mut *child, deadline, pgid, &running, watch);
-        // Whatever the child left running (a grandchild holding the pipes) goes with its
-        // group, so the readers reach the end of their pipes.
-        kill_group(pgid);
-        live().groups.remove(&pgid);
-        (
-            status,
-            ended,
-            out_reader.join().unwrap_or_default(),
-            err_reader.join().unwrap_or_default(),
-        )
-    });
+    let streams = [
+        Stream::new(out, limits.max_stdout, on_line),
+        Stream::new(err, limits.max_stderr, None),
+    ];
+    let deadline = start + limits.timeout;
+    let (status, ended, (stdout, truncated), (stderr, _)) =
+        wait_reading(&mut *child, deadline, pgid, &running, streams);
     let stopped = call_ctx::stop_requested();
     if (stopped || live().refuses(scope)) && !status.is_some_and(|s| s.success()) {
         return Err(interrupted());
@@ -592,6 +579,30 @@ pub(crate) fn run_watching(
         stderr,
         start.elapsed(),
     )
+}
+
+/// Waits for the child as [`wait_until`] does while this thread reads both its pipes (no
+/// reader threads), then kills its group (a grandchild holding the pipes goes with it) and
+/// reads both pipes to their ends: its status, how the wait ended, and what each pipe kept.
+#[allow(clippy::type_complexity)]
+fn wait_reading(
+    child: &mut dyn Leader,
+    deadline: Instant,
+    pgid: u32,
+    running: &Running,
+    mut streams: [Stream<'_>; 2],
+) -> (Option<ExitStatus>, Ended, (Vec<u8>, bool), (Vec<u8>, bool)) {
+    let watch = &Watch::new();
+    let buf = &mut vec![0u8; 64 * 1024];
+    let waiting = (&mut streams[..], &mut buf[..]);
+    let (status, ended) = wait_until(child, deadline, pgid, running, watch, waiting);
+    kill_group(pgid);
+    live().groups.remove(&pgid);
+    while streams.iter().any(Stream::is_open) {
+        output::pump(&mut streams, None, None, watch, buf);
+    }
+    let [out, err] = streams;
+    (status, ended, out.finish(), err.finish())
 }
 
 /// How a command that ended by itself went: its output, or why it failed.
@@ -660,8 +671,9 @@ fn wait_until(
     pgid: u32,
     running: &Running,
     watch: &Watch,
+    (streams, buf): (&mut [Stream<'_>], &mut [u8]),
 ) -> (Option<ExitStatus>, Ended) {
-    let exited = exit_notice(child);
+    let exited = output::exit_notice(child.leader_id());
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return (Some(status), Ended::Exited),
@@ -674,14 +686,9 @@ fn wait_until(
             Ok(None) if let Some(quiet) = watch.stalled() => {
                 return (kill_and_wait(child, pgid, running), Ended::Stalled(quiet));
             }
-            // Woken at once when the child ends, else after the pause to look again at the
-            // deadline and the stop request.
-            Ok(None) => {
-                let closed = std::sync::mpsc::RecvTimeoutError::Disconnected;
-                if exited.recv_timeout(STOP_POLL) == Err(closed) {
-                    thread::sleep(STOP_POLL);
-                }
-            }
+            // Woken at once when the child ends or writes, else after the pause to look
+            // again at the deadline and the stop request.
+            Ok(None) => output::pump(streams, exited.as_ref(), Some(STOP_POLL), watch, buf),
             Err(_) => return (None, Ended::Exited),
         }
     }
@@ -689,28 +696,6 @@ fn wait_until(
 
 /// How often a wait looks at its deadline and its stop request.
 const STOP_POLL: Duration = Duration::from_millis(5);
-
-/// A message when `child` has ended, from a thread that waits for it without reaping it (the
-/// caller reaps it), so the caller's wait ends when the child does rather than at its next
-/// look. When the thread cannot start, the channel is closed at once and the caller only looks.
-fn exit_notice(child: &dyn Leader) -> std::sync::mpsc::Receiver<()> {
-    use rustix::process::{WaitId, WaitIdOptions, waitid};
-    let (tx, rx) = std::sync::mpsc::channel();
-    let Some(pid) = rustix::process::Pid::from_raw(child.leader_id() as i32) else {
-        return rx;
-    };
-    let _ = thread::Builder::new()
-        .name("exit-notice".into())
-        .spawn(move || {
-            // Any error (the caller reaped it first: ECHILD) ends the wait too.
-            while let Err(rustix::io::Errno::INTR) = waitid(
-                WaitId::Pid(pid),
-                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
-            ) {}
-            let _ = tx.send(());
-        });
-    rx
-}
 
 /// The reaper's word that it could not start the program (its exit code and the line it
 /// wrote last on stderr), if that is how the command ended.

@@ -1,20 +1,24 @@
-//! The reaper without a second program: git forum forks itself, and the copy (which never
+//! The reaper without a second program: git forum clones itself, and the clone (which never
 //! executes anything else) is the reaper of one command, doing what [`super::reaper`] does
 //! (the same control channel, the same kills, the same exit status) without starting this
 //! 19 MB binary again, its dynamic loading, its runtime and its two threads for every call.
 //!
-//! A fork of a process with threads may only make async-signal-safe calls until it executes
-//! a program, and this one never does: everything the reaper needs (the program's path, its
-//! arguments and environment as C strings, the pipes) is made before the fork, and the
-//! reaper itself makes system calls only. It allocates nothing, takes no lock and prints
-//! nothing; the few pages it needs to find a command's descendants come from `mmap`. It waits
-//! on a pidfd of the program and on its control pipe at once (`poll`), one thread.
+//! The clone shares git forum's memory (`CLONE_VM`, as a thread would, but it is a process of
+//! its own with its own descriptors, signal dispositions and process group), and it starts the
+//! program the same way (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does): no page table of
+//! git forum is copied, and none of git forum's pages is write-protected to fault afterwards,
+//! which a `fork` of a process this size did for every call. What that sharing demands of the
+//! reaper's code is in [`child`]; each reaper runs on a stack of its own mapped here and
+//! unmapped once the reaper has been reaped.
 //!
 //! Whether the program started is known before [`spawn`] returns: the program's process
-//! writes its `execve` error to a pipe that closes on a successful one, as `std` does.
+//! writes its `execve` error to a pipe that closes on a successful one, as `std` does, and
+//! until then git forum keeps every string the reaper reads.
 
-// A fork that never executes a program can only be written with raw system calls.
+// A clone that shares this memory can only be written with raw system calls.
 #![allow(unsafe_code)]
+
+mod child;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io::Read;
@@ -25,7 +29,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use super::{Running, register};
 
@@ -61,7 +64,7 @@ impl Leader for Forked {
     }
 }
 
-/// Starts a command under the reaper ([`super::is_reaped`]) with a forked reaper instead
+/// Starts a command under the reaper ([`super::is_reaped`]) with a cloned reaper instead
 /// (this module): the same program, arguments, environment and directory, stdin from
 /// `/dev/null`, stdout and stderr to pipes; registered as [`super::start`] registers.
 pub(super) fn start_forked(
@@ -82,10 +85,74 @@ pub(super) fn start_forked(
     Ok((started, pgid, register(pgid, scope, Some(control))))
 }
 
-/// A reaper started by [`spawn`]: its pid (its process group's too) and its status once read.
+/// A reaper started by [`spawn`]: its pid (its process group's too), its status once read, and
+/// the stack it runs on, unmapped once it has been reaped (never while it may run).
 pub(crate) struct Forked {
     pid: i32,
     status: Option<ExitStatus>,
+    stack: Option<Stack>,
+}
+
+impl Drop for Forked {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            // Not reaped: the reaper may still run on it, so the mapping is left in place.
+            std::mem::forget(self.stack.take());
+        }
+    }
+}
+
+/// The memory a reaper runs on: a guard page at the bottom, then the program's stack until it
+/// executes, then the reaper's own.
+struct Stack {
+    at: *mut std::ffi::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is only unmapped, by whichever thread holds the reaper.
+unsafe impl Send for Stack {}
+
+/// The reaper's stack (its deepest frames walk `/proc` with 8 KiB of buffers) and, below it,
+/// the program's (a few frames before `execve`).
+const REAPER_STACK: usize = 192 * 1024;
+const PROGRAM_STACK: usize = 32 * 1024;
+const GUARD: usize = 64 * 1024;
+
+impl Stack {
+    fn new() -> std::io::Result<Stack> {
+        use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+        let len = GUARD + PROGRAM_STACK + REAPER_STACK;
+        // SAFETY: a fresh private anonymous mapping, nothing else refers to it.
+        let at = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::STACK,
+            )
+        }?;
+        let stack = Stack { at, len };
+        // SAFETY: the first pages of the mapping just made.
+        unsafe { rustix::mm::mprotect(at, GUARD, MprotectFlags::empty()) }?;
+        Ok(stack)
+    }
+
+    /// The top of the program's stack (stacks grow down).
+    fn program_top(&self) -> *mut std::ffi::c_void {
+        self.at.wrapping_byte_add(GUARD + PROGRAM_STACK)
+    }
+
+    /// The top of the reaper's stack.
+    fn reaper_top(&self) -> *mut std::ffi::c_void {
+        self.at.wrapping_byte_add(self.len)
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer run on (see `Forked`).
+        let _ = unsafe { rustix::mm::munmap(self.at, self.len) };
+    }
 }
 
 /// What [`spawn`] hands back: the reaper, the read ends of the program's stdout and stderr,
@@ -127,6 +194,8 @@ impl Forked {
             0 => Ok(None),
             r if r == self.pid => {
                 self.status = Some(ExitStatus::from_raw(raw));
+                // The reaper has exited: nothing runs on its stack any more.
+                self.stack = None;
                 Ok(self.status)
             }
             _ => {
@@ -200,7 +269,7 @@ fn c_strings(
 }
 
 /// Starts `program` with `args` and exactly the environment `env`, in `dir` (else here), stdin
-/// from `/dev/null`, stdout and stderr to pipes, under a forked reaper that leads a process
+/// from `/dev/null`, stdout and stderr to pipes, under a cloned reaper that leads a process
 /// group of its own. An error when the program cannot be started.
 pub(crate) fn spawn(
     program: &Path,
@@ -224,7 +293,8 @@ pub(crate) fn spawn(
     let (ctl_r, ctl_w) = std::io::pipe()?;
     let (mut report_r, report_w) = std::io::pipe()?;
     let null = std::fs::File::open("/dev/null")?;
-    let plan = Plan {
+    let stack = Stack::new()?;
+    let plan = child::Plan {
         exe: exe.as_ptr(),
         argv: argv_p.as_ptr(),
         envp: envp_p.as_ptr(),
@@ -234,23 +304,25 @@ pub(crate) fn spawn(
         err: err_w.as_raw_fd(),
         control: ctl_r.as_raw_fd(),
         report: report_w.as_raw_fd(),
+        program_stack: stack.program_top(),
     };
-    // SAFETY: the child runs `reaper_main` only, which makes async-signal-safe system calls on
-    // memory made before the fork and never returns.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    if pid == 0 {
-        // SAFETY: see above; in the child.
-        unsafe { reaper_main(&plan) }
-    }
+    let blocked = Blocked::new();
+    let pid = clone_reaper(&plan, &stack)?;
     // The reaper makes its group itself too; either call wins the race.
     // SAFETY: a plain system call on our own child.
     unsafe { libc::setpgid(pid, pid) };
     drop((out_w, err_w, ctl_r, report_w, null));
-    let mut reaper = Forked { pid, status: None };
-    if let Some(code) = read_report(&mut report_r) {
+    let mut reaper = Forked {
+        pid,
+        status: None,
+        stack: Some(stack),
+    };
+    let reported = read_report(&mut report_r);
+    // The reaper has read `plan` and the strings it points to by now, and from here on it
+    // writes no `errno`: they may go, and signals may come.
+    std::hint::black_box(&plan);
+    drop(blocked);
+    if let Some(code) = reported {
         let _ = reaper.wait();
         return Err(std::io::Error::from_raw_os_error(code));
     }
@@ -260,6 +332,49 @@ pub(crate) fn spawn(
         stderr: err_r,
         control: Some(std::process::ChildStdin::from(OwnedFd::from(ctl_w))),
     })
+}
+
+/// Every signal blocked in this thread until dropped (then its mask as it was): while the
+/// reaper may write this thread's `errno` (see [`child`]), and so that no handler of git
+/// forum's runs in the clone before it has reset them.
+struct Blocked(libc::sigset_t);
+
+impl Blocked {
+    fn new() -> Blocked {
+        // SAFETY: this thread's signal mask, into and from local structures.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            Blocked(old)
+        }
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        // SAFETY: restores this thread's mask saved in `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
+/// Clones the reaper onto `stack`: its pid.
+fn clone_reaper(plan: &child::Plan, stack: &Stack) -> std::io::Result<i32> {
+    // SAFETY: the clone runs `reaper_entry` on its own stack, reads `plan` (alive until
+    // `read_report` returns) and never returns.
+    let pid = unsafe {
+        libc::clone(
+            child::reaper_entry,
+            stack.reaper_top(),
+            libc::CLONE_VM | libc::SIGCHLD,
+            (plan as *const child::Plan).cast_mut().cast(),
+        )
+    };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(pid)
 }
 
 /// The error the reaper or the program reported before `execve` succeeded, if any (the pipe
@@ -276,273 +391,6 @@ fn read_report(r: &mut std::io::PipeReader) -> Option<i32> {
         }
     }
     (got == 4).then(|| i32::from_le_bytes(word))
-}
-
-/// What the forked reaper works from: pointers into memory the parent made before the fork
-/// (the child's copy of it stays as it was) and the file descriptors it hands on.
-struct Plan {
-    exe: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-    dir: *const libc::c_char,
-    null: i32,
-    out: i32,
-    err: i32,
-    control: i32,
-    report: i32,
-}
-
-/// Where the reaper keeps its control pipe and the program's pidfd once it has closed every
-/// other descriptor.
-const CONTROL_FD: i32 = 0;
-const PIDFD_FD: i32 = 1;
-
-/// The reaper, in the forked child: makes its group, becomes a subreaper, starts the program,
-/// closes everything else, then waits for the program or its control pipe (see
-/// [`super::reaper`] for what each means), kills what is left and exits as the program did.
-///
-/// # Safety
-/// Only in the child of a fork, with `plan` made before it.
-unsafe fn reaper_main(plan: &Plan) -> ! {
-    // SAFETY (whole function): system calls only, on the child's copy of `plan`.
-    unsafe {
-        libc::setpgid(0, 0);
-        default_signals();
-        let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
-        if !plan.dir.is_null() && libc::chdir(plan.dir) != 0 {
-            report(plan.report, errno());
-            libc::_exit(super::reaper::SPAWN_FAILED_CODE);
-        }
-        let program = libc::fork();
-        if program == 0 {
-            exec_program(plan);
-        }
-        if program < 0 {
-            report(plan.report, errno());
-            libc::_exit(super::reaper::SPAWN_FAILED_CODE);
-        }
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, program, 0) as i32;
-        // Above the standard three first, so that no move overwrites the other.
-        let control = libc::fcntl(plan.control, libc::F_DUPFD_CLOEXEC, 3);
-        let pidfd = if pidfd >= 0 {
-            libc::fcntl(pidfd, libc::F_DUPFD_CLOEXEC, 3)
-        } else {
-            -1
-        };
-        libc::dup2(control, CONTROL_FD);
-        if pidfd >= 0 {
-            libc::dup2(pidfd, PIDFD_FD);
-        }
-        let first_closed = if pidfd >= 0 { PIDFD_FD + 1 } else { PIDFD_FD };
-        libc::syscall(libc::SYS_close_range, first_closed as u32, u32::MAX, 0u32);
-        let status = wait_program(program, pidfd >= 0);
-        kill_tree();
-        exit_as(status)
-    }
-}
-
-/// The program's side of the fork: its stdio, SIGPIPE back to the default (git forum ignores
-/// it), then `execve`; its error goes to the report pipe.
-unsafe fn exec_program(plan: &Plan) -> ! {
-    // SAFETY: system calls only, in the child of a fork.
-    unsafe {
-        // Above the standard three first, so that no move overwrites another.
-        let high =
-            [plan.null, plan.out, plan.err].map(|fd| libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3));
-        for (to, from) in high.into_iter().enumerate() {
-            libc::dup2(from, to as i32);
-        }
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        libc::execve(plan.exe, plan.argv, plan.envp);
-        report(plan.report, errno());
-        libc::_exit(super::reaper::SPAWN_FAILED_CODE)
-    }
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
-/// Writes `code` on the report pipe.
-unsafe fn report(fd: i32, code: i32) {
-    let bytes = code.to_le_bytes();
-    // SAFETY: a write of a local buffer.
-    unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
-}
-
-/// Every signal git forum handles back to its default action and none blocked: what a newly
-/// executed reaper starts with.
-unsafe fn default_signals() {
-    // SAFETY: sigaction and sigprocmask on local structures.
-    unsafe {
-        for sig in 1..65 {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-        }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-    }
-}
-
-/// Waits for the program to end, acting on the control pipe meanwhile: its raw wait status.
-unsafe fn wait_program(program: i32, has_pidfd: bool) -> Option<i32> {
-    let mut listening = true;
-    loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: CONTROL_FD,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: PIDFD_FD,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: poll on a local array.
-        match (has_pidfd, listening) {
-            (true, true) => unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) },
-            (true, false) => unsafe { libc::poll(fds[1..].as_mut_ptr(), 1, -1) },
-            // Without a pidfd the program's end is looked for every 5 ms.
-            (false, true) => unsafe { libc::poll(fds.as_mut_ptr(), 1, 5) },
-            (false, false) => {
-                sleep(Duration::from_millis(5));
-                0
-            }
-        };
-        if listening && fds[0].revents != 0 {
-            listening = unsafe { control(CONTROL_FD) };
-        }
-        if (!has_pidfd || fds[1].revents != 0)
-            && let Some(s) = unsafe { reap_program(program, !has_pidfd) }
-        {
-            return s;
-        }
-    }
-}
-
-/// Reads one byte of the control pipe and acts on it (`t`: SIGTERM to every descendant; `k`,
-/// the pipe's end or an error: SIGKILL): whether to keep listening.
-unsafe fn control(fd: i32) -> bool {
-    let mut b = 0u8;
-    // SAFETY: a read into a local byte.
-    let r = unsafe { libc::read(fd, (&mut b as *mut u8).cast(), 1) };
-    if r < 0 && errno() == libc::EINTR {
-        return true;
-    }
-    if r == 1 && b == b't' {
-        signal_all(libc::SIGTERM);
-        return true;
-    }
-    if r == 1 && b != b'k' {
-        return true;
-    }
-    signal_all(libc::SIGKILL);
-    false
-}
-
-/// The program's wait status once it has ended (`Some(None)` when it cannot be waited for);
-/// `None` while it runs (only asked with `nohang`).
-unsafe fn reap_program(program: i32, nohang: bool) -> Option<Option<i32>> {
-    let flags = if nohang { libc::WNOHANG } else { 0 };
-    loop {
-        let mut raw = 0;
-        // SAFETY: waitpid on our own child.
-        let r = unsafe { libc::waitpid(program, &mut raw, flags) };
-        if r == program && (libc::WIFEXITED(raw) || libc::WIFSIGNALED(raw)) {
-            return Some(Some(raw));
-        }
-        if r == 0 {
-            return None;
-        }
-        if r < 0 && errno() != libc::EINTR {
-            return Some(None);
-        }
-    }
-}
-
-/// Exits as the program did (see `super::reaper`).
-unsafe fn exit_as(status: Option<i32>) -> ! {
-    // SAFETY: system calls only.
-    unsafe {
-        let Some(raw) = status else { libc::_exit(1) };
-        if libc::WIFEXITED(raw) {
-            libc::_exit(libc::WEXITSTATUS(raw));
-        }
-        let sig = libc::WTERMSIG(raw);
-        libc::signal(sig, libc::SIG_DFL);
-        libc::kill(libc::getpid(), sig);
-        sleep(Duration::from_millis(100));
-        libc::_exit((128 + sig).clamp(0, 255))
-    }
-}
-
-fn sleep(d: Duration) {
-    let ts = libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: nanosleep on a local timespec.
-    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
-}
-
-/// Seconds on the monotonic clock.
-fn now() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime into a local timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// Kills every descendant and reaps them all, until no child is left (or the reaper's bound
-/// passed), as `super::reaper` does.
-fn kill_tree() {
-    if !reap_all() {
-        return;
-    }
-    let start = now();
-    loop {
-        signal_all(libc::SIGKILL);
-        if !reap_all() || now().saturating_sub(start) > super::reaper::KILL_BOUND {
-            return;
-        }
-        sleep(Duration::from_millis(1));
-    }
-}
-
-/// Reaps every child that has ended: whether a child is left.
-fn reap_all() -> bool {
-    loop {
-        let mut raw = 0;
-        // SAFETY: waitpid on our own children.
-        let r = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
-        match r {
-            r if r > 0 => continue,
-            0 => return true,
-            _ if errno() == libc::EINTR => continue,
-            _ => return false,
-        }
-    }
-}
-
-/// Sends `sig` to every live descendant of this process.
-fn signal_all(sig: i32) {
-    super::proc_walk::each_descendant(|pid| {
-        // SAFETY: kill of a pid.
-        unsafe { libc::kill(pid, sig) };
-    });
 }
 
 #[cfg(test)]
@@ -618,5 +466,50 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn commands_started_at_once_from_many_threads_each_get_their_own_output_and_status() {
+        // Every reaper shares this process's memory: eight at once, each with a background
+        // child that must be stopped, none may see another's plan or stack.
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let script = format!("sleep 30 & echo $!; echo out-{i}; exit {i}");
+                    let mut st =
+                        spawn(Path::new("sh"), &["-c".into(), script.into()], &env(), None)
+                            .unwrap();
+                    let mut out = String::new();
+                    st.stdout.read_to_string(&mut out).unwrap();
+                    let status = st.reaper.wait().unwrap();
+                    (i, out, status)
+                })
+            })
+            .collect();
+        for h in handles {
+            let (i, out, status) = h.join().unwrap();
+            let mut lines = out.lines();
+            let background: i32 = lines.next().unwrap().parse().unwrap();
+            assert_eq!(lines.next(), Some(format!("out-{i}").as_str()));
+            assert_eq!(status.code(), Some(i));
+            assert!(
+                !alive(background),
+                "command {i}'s background child outlived it"
+            );
+        }
+    }
+
+    #[test]
+    fn a_program_ended_by_a_signal_git_forum_ignores_reports_that_signal() {
+        // Rust's runtime ignores SIGPIPE in this process; the program gets the default action
+        // and the reaper passes its end on as it was.
+        let mut st = spawn(
+            Path::new("sh"),
+            &["-c".into(), "kill -PIPE $$".into()],
+            &env(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(st.reaper.wait().unwrap().signal(), Some(libc::SIGPIPE));
     }
 }

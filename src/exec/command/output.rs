@@ -1,12 +1,10 @@
 //! Reading a command's output: to the end, keeping at most a cap of it while the rest is
 //! drained and dropped, and (for an agent's progress) handing each line on as it comes.
 
-use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
 
-/// Reads `r` to the end, keeping at most `cap` bytes. Returns the bytes and whether more came.
-pub(super) fn drain<R: Read>(r: R, cap: usize) -> (Vec<u8>, bool) {
-    drain_lines(r, cap, None)
-}
+use super::watchdog::Watch;
 
 /// The longest line handed to a line watcher: a longer one is cut (its start is handed on,
 /// the rest dropped as it comes), so a watcher never holds more than this.
@@ -15,37 +13,139 @@ pub(crate) const LINE_CAP: usize = 1024 * 1024;
 /// Something handed each line of a command's stdout as it comes (see [`run_watching`]).
 pub(crate) type OnLine<'a> = &'a mut (dyn FnMut(&str) + Send);
 
-/// [`drain`], handing each line of the bytes kept to `on_line` as soon as it is complete (its
-/// newline read, or the end reached), without its line end; a line longer than [`LINE_CAP`]
-/// is handed on cut. Only the kept bytes are read as lines, so a flood past `cap` shows
-/// nothing more.
-pub(super) fn drain_lines<R: Read>(
-    mut r: R,
+/// One output of a command (its stdout or stderr pipe), read by the thread that waits for the
+/// command as the pipe has bytes, without a thread of its own: at most a cap of it is kept
+/// while the rest is read and dropped, and when it has a line watcher each line of the kept
+/// bytes is handed on as soon as it is complete (its newline read, or the end reached),
+/// without its line end; a line longer than [`LINE_CAP`] is handed on cut. Only the kept
+/// bytes are read as lines, so a flood past the cap shows nothing more.
+pub(super) struct Stream<'a> {
+    fd: OwnedFd,
+    open: bool,
+    kept: Vec<u8>,
     cap: usize,
-    mut on_line: Option<OnLine<'_>>,
-) -> (Vec<u8>, bool) {
-    let mut kept = Vec::with_capacity(cap.min(64 * 1024));
-    let mut buf = [0u8; 64 * 1024];
-    let mut over = false;
-    let mut line = Line::default();
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                let new = &buf[..n.min(room)];
-                kept.extend_from_slice(new);
-                over |= n > room;
-                if let Some(f) = on_line.as_deref_mut() {
-                    line.feed(new, f);
-                }
-            }
+    over: bool,
+    line: Line,
+    on_line: Option<OnLine<'a>>,
+}
+
+impl<'a> Stream<'a> {
+    /// The read end `fd` of a pipe, made non-blocking (it is this process's alone).
+    pub(super) fn new(fd: OwnedFd, cap: usize, on_line: Option<OnLine<'a>>) -> Stream<'a> {
+        use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+        let _ = fcntl_getfl(&fd).and_then(|f| fcntl_setfl(&fd, f | OFlags::NONBLOCK));
+        Stream {
+            fd,
+            open: true,
+            kept: Vec::with_capacity(cap.min(4096)),
+            cap,
+            over: false,
+            line: Line::default(),
+            on_line,
         }
     }
-    if let Some(f) = on_line {
-        line.end(f);
+
+    /// Whether its end has not been read yet.
+    pub(super) fn is_open(&self) -> bool {
+        self.open
     }
-    (kept, over)
+
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Reads what the pipe holds now (into `buf`, then kept or dropped): whether bytes came.
+    /// The end of the pipe, or an error, closes the stream.
+    pub(super) fn read_now(&mut self, buf: &mut [u8]) -> bool {
+        let mut came = false;
+        while self.open {
+            match rustix::io::read(&self.fd, &mut *buf) {
+                Ok(0) => self.open = false,
+                Ok(n) => {
+                    self.take(&buf[..n]);
+                    came = true;
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(_) => self.open = false,
+            }
+        }
+        came
+    }
+
+    fn take(&mut self, bytes: &[u8]) {
+        let room = self.cap.saturating_sub(self.kept.len());
+        let new = &bytes[..bytes.len().min(room)];
+        self.kept.extend_from_slice(new);
+        self.over |= bytes.len() > room;
+        if let Some(f) = self.on_line.as_deref_mut() {
+            self.line.feed(new, f);
+        }
+    }
+
+    /// The bytes kept and whether more came; the last line goes to the watcher.
+    pub(super) fn finish(self) -> (Vec<u8>, bool) {
+        if let Some(f) = self.on_line {
+            self.line.end(f);
+        }
+        (self.kept, self.over)
+    }
+}
+
+/// A pidfd of the process `child` (a child of this one), readable once it has ended (nothing is reaped by it), so that a wait
+/// ends when the child does rather than at its next look, without a thread to wait for it.
+/// `None` when the kernel gives none: the caller then only looks.
+pub(super) fn exit_notice(child: u32) -> Option<OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(child as i32)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// Waits until a stream that is still open has bytes or its end, `exited` (see
+/// [`exit_notice`]) says the child has ended, or `pause` has passed (never, without one), and
+/// reads what the streams hold, each read keeping `watch` awake.
+pub(super) fn pump(
+    streams: &mut [Stream<'_>],
+    exited: Option<&OwnedFd>,
+    pause: Option<Duration>,
+    watch: &Watch,
+    buf: &mut [u8],
+) {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let timeout = pause.map(|p| rustix::time::Timespec {
+        tv_sec: p.as_secs() as _,
+        tv_nsec: p.subsec_nanos() as _,
+    });
+    let mut fds: Vec<PollFd<'_>> = exited
+        .map(|fd| PollFd::new(fd, PollFlags::IN))
+        .into_iter()
+        .chain(
+            streams
+                .iter()
+                .filter(|s| s.is_open())
+                .map(|s| PollFd::from_borrowed_fd(s.fd(), PollFlags::IN)),
+        )
+        .collect();
+    if fds.is_empty() {
+        // Nothing to wait on: only the pause.
+        if let Some(p) = pause {
+            std::thread::sleep(p);
+        }
+        return;
+    }
+    // An interruption ends the wait early: the caller looks again and comes back.
+    let _ = poll(&mut fds, timeout.as_ref());
+    let ready: Vec<bool> = fds
+        .iter()
+        .skip(usize::from(exited.is_some()))
+        .map(|f| !f.revents().is_empty())
+        .collect();
+    drop(fds);
+    let open = streams.iter_mut().filter(|s| s.is_open());
+    for (stream, ready) in open.zip(ready) {
+        if ready && stream.read_now(buf) {
+            watch.touch();
+        }
+    }
 }
 
 /// The line being read for a line watcher: at most [`LINE_CAP`] bytes of it.

@@ -1,8 +1,9 @@
-//! The live descendants of this process, found in `/proc` without allocating (so the forked
+//! The live descendants of this process, found in `/proc` without allocating (so the cloned
 //! reaper, which may not, can use it): each process's parent is read from `/proc/PID/stat`
-//! into an `mmap`ed table, and the descendants are marked from this process down.
+//! into an `mmap`ed table, and the descendants are marked from this process down. Every system
+//! call is rustix's, so libc's `errno` is never written (the reaper shares git forum's memory).
 
-// The forked reaper may not allocate: its table comes from `mmap`.
+// The cloned reaper may not allocate: its table comes from `mmap`.
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
@@ -13,31 +14,30 @@ const MAX_PIDS: usize = 1 << 22;
 
 /// Anonymous memory, unmapped when dropped.
 struct Mapped {
-    at: *mut libc::c_void,
+    at: *mut std::ffi::c_void,
     len: usize,
 }
 
 impl Mapped {
     fn new(len: usize) -> Option<Mapped> {
         // SAFETY: a fresh private anonymous mapping; only pages touched are backed.
+        use rustix::mm::{MapFlags, ProtFlags};
         let at = unsafe {
-            libc::mmap(
+            rustix::mm::mmap_anonymous(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
             )
         };
-        (at != libc::MAP_FAILED).then_some(Mapped { at, len })
+        at.ok().map(|at| Mapped { at, len })
     }
 }
 
 impl Drop for Mapped {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`.
-        unsafe { libc::munmap(self.at, self.len) };
+        let _ = unsafe { rustix::mm::munmap(self.at, self.len) };
     }
 }
 
@@ -57,7 +57,7 @@ pub(crate) fn each_descendant(mut each: impl FnMut(i32)) {
         let p = p as usize;
         p < MAX_PIDS && marks[p / 8] & (1 << (p % 8)) != 0
     };
-    let me = std::process::id() as usize;
+    let me = rustix::process::getpid().as_raw_nonzero().get() as usize;
     marks[me / 8] |= 1 << (me % 8);
     // Parents usually have smaller pids, so one pass mostly finds all; more follow until
     // none finds another (a tree that wrapped around the pid space).
@@ -112,8 +112,8 @@ fn read_parents(pairs: &mut [[i32; 2]]) -> usize {
     n
 }
 
-/// A name that is a pid.
-fn number(name: &[u8]) -> Option<i32> {
+/// A name that is a pid (or a descriptor number).
+pub(super) fn number(name: &[u8]) -> Option<i32> {
     if name.is_empty() || name.len() > 9 || !name.iter().all(u8::is_ascii_digit) {
         return None;
     }

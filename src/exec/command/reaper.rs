@@ -23,8 +23,8 @@
 //! command's.
 //!
 //! A command whose output git forum reads itself (a model's or an agent's, [`super::run`])
-//! gets the same reaper without this second start of the binary: a fork of git forum
-//! ([`super::forked`]). A check of a `--work` run, whose output goes where its caller set,
+//! gets the same reaper without this second start of the binary: a clone of git forum that
+//! shares its memory ([`super::forked`]). A check of a `--work` run, whose output goes where its caller set,
 //! keeps this one.
 //!
 //! Descendants are found by walking `/proc` (each process's parent, from `/proc/PID/stat`)
