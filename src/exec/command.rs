@@ -834,6 +834,24 @@ mod tests {
     }
 
     #[test]
+    fn an_endless_flood_still_ends_at_the_deadline() {
+        // The pipe never empties: the reading must still hand back to the wait's looks at the
+        // deadline (a read loop that runs until the pipe is empty would never return).
+        let limits = Limits {
+            timeout: Duration::from_millis(300),
+            max_stdout: 1000,
+            ..Limits::default()
+        };
+        let e = run(
+            &sh("cat /dev/zero & cat /dev/zero >&2 & cat /dev/zero"),
+            "",
+            limits,
+        )
+        .unwrap_err();
+        assert!(matches!(e, CommandError::Timeout { .. }), "{e}");
+    }
+
+    #[test]
     fn a_flood_is_capped_and_drained() {
         let limits = Limits {
             max_stdout: 1000,

@@ -13,6 +13,10 @@ pub(crate) const LINE_CAP: usize = 1024 * 1024;
 /// Something handed each line of a command's stdout as it comes (see [`run_watching`]).
 pub(crate) type OnLine<'a> = &'a mut (dyn FnMut(&str) + Send);
 
+/// The most reads of one pipe between two looks of the waiting thread (a pipe holds 64 KiB
+/// by default, one read's worth).
+const READS_AT_ONCE: usize = 16;
+
 /// One output of a command (its stdout or stderr pipe), read by the thread that waits for the
 /// command as the pipe has bytes, without a thread of its own: at most a cap of it is kept
 /// while the rest is read and dropped, and when it has a line watcher each line of the kept
@@ -54,11 +58,16 @@ impl<'a> Stream<'a> {
         self.fd.as_fd()
     }
 
-    /// Reads what the pipe holds now (into `buf`, then kept or dropped): whether bytes came.
-    /// The end of the pipe, or an error, closes the stream.
+    /// Reads what the pipe holds now (into `buf`, then kept or dropped), at most
+    /// [`READS_AT_ONCE`] reads, so that a writer that never lets the pipe empty cannot keep
+    /// the waiting thread from its looks at the deadline and the stop request: whether bytes
+    /// came. The end of the pipe, or an error, closes the stream.
     pub(super) fn read_now(&mut self, buf: &mut [u8]) -> bool {
         let mut came = false;
-        while self.open {
+        for _ in 0..READS_AT_ONCE {
+            if !self.open {
+                break;
+            }
             match rustix::io::read(&self.fd, &mut *buf) {
                 Ok(0) => self.open = false,
                 Ok(n) => {
