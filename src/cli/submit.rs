@@ -607,6 +607,9 @@ fn go(ctx: &Ctx, req: &Submit, flags: &RunFlags, what: Go<'_>) -> Result<(), Cli
     };
     let (spec, roster, fleet, mut opts) = prepare(ctx, req, flags, resumed)?;
     let mut store = ctx.store()?;
+    // The run's entries are read back at its end (the exit code, the closing checkpoint):
+    // from memory, once its appends are over.
+    store.record_own_writes();
     opts.context = spec
         .context_provider(|| options::preload(&store))
         .map_err(cli_err)?;
@@ -635,6 +638,7 @@ fn go(ctx: &Ctx, req: &Submit, flags: &RunFlags, what: Go<'_>) -> Result<(), Cli
     let watch = surface::run::halt::watch(store.halts(), interrupt);
     let done = surface::run::submit::go(&mut store, &env, &opts, what);
     drop(watch);
+    store.read_own_writes_back();
     match done {
         Ok(outcome) => report(ctx, &store, outcome, &opts, flags.quiet),
         Err(e) => Err(run_failed(e)),

@@ -33,28 +33,62 @@ pub(crate) use intent::intent_check;
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex_syntax::hir::{Class, HirKind};
 
-/// Python's `[^\W_]+` on a `str`: maximal runs of letters (L*) and numbers (N*).
-static WORD: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"[\p{L}\p{N}]+").expect("valid word pattern"));
+/// The code points of the one-class pattern `class`, as the regex crate reads it: sorted,
+/// disjoint ranges. A class is looked up by binary search instead of through a compiled
+/// regex: compiling `\p{L}` into an automaton cost most of a millisecond at the end of every
+/// run, where the ranges take microseconds.
+fn class_ranges(class: &str) -> Vec<(char, char)> {
+    let hir = regex_syntax::parse(class).expect("a valid class");
+    match hir.kind() {
+        HirKind::Class(Class::Unicode(c)) => {
+            c.ranges().iter().map(|r| (r.start(), r.end())).collect()
+        }
+        other => panic!("{class} is not a Unicode class: {other:?}"),
+    }
+}
 
-/// One code point that Python's `\w` accepts: a letter, a number or `_`.
-static WORD_CHAR: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[\p{L}\p{N}_]$").expect("valid word-char pattern"));
+/// Whether `c` is in `ranges` (sorted, disjoint).
+fn in_ranges(ranges: &[(char, char)], c: char) -> bool {
+    ranges
+        .binary_search_by(|&(lo, hi)| {
+            if hi < c {
+                std::cmp::Ordering::Less
+            } else if lo > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
+}
 
-/// A code point for which Python's `str.isdigit()` is true: decimal digits (Nd) plus the
+/// Letters (L*) and numbers (N*): what Python's `[^\W_]` matches in a `str`.
+const WORD_CLASS: &str = r"[\p{L}\p{N}]";
+
+/// The code points for which Python's `str.isdigit()` is true: decimal digits (Nd) plus the
 /// Numeric_Type=Digit characters (superscripts, subscripts, circled and parenthesised digits
 /// and the like; the list is Unicode 14.0's, as Forum's reference run used).
-static DIGIT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"[\p{Nd}\x{B2}\x{B3}\x{B9}\x{1369}-\x{1371}\x{19DA}\x{2070}\x{2074}-\x{2079}",
-        r"\x{2080}-\x{2089}\x{2460}-\x{2468}\x{2474}-\x{247C}\x{2488}-\x{2490}\x{24EA}",
-        r"\x{24F5}-\x{24FD}\x{24FF}\x{2776}-\x{277E}\x{2780}-\x{2788}\x{278A}-\x{2792}",
-        r"\x{10A40}-\x{10A43}\x{10E60}-\x{10E68}\x{11052}-\x{1105A}\x{1F100}-\x{1F10A}]"
-    ))
-    .expect("valid digit pattern")
-});
+const DIGIT_CLASS: &str = concat!(
+    r"[\p{Nd}\x{B2}\x{B3}\x{B9}\x{1369}-\x{1371}\x{19DA}\x{2070}\x{2074}-\x{2079}",
+    r"\x{2080}-\x{2089}\x{2460}-\x{2468}\x{2474}-\x{247C}\x{2488}-\x{2490}\x{24EA}",
+    r"\x{24F5}-\x{24FD}\x{24FF}\x{2776}-\x{277E}\x{2780}-\x{2788}\x{278A}-\x{2792}",
+    r"\x{10A40}-\x{10A43}\x{10E60}-\x{10E68}\x{11052}-\x{1105A}\x{1F100}-\x{1F10A}]"
+);
+
+static WORD: LazyLock<Vec<(char, char)>> = LazyLock::new(|| class_ranges(WORD_CLASS));
+static DIGIT: LazyLock<Vec<(char, char)>> = LazyLock::new(|| class_ranges(DIGIT_CLASS));
+
+/// Whether `c` is a letter or a number (`[^\W_]`); ASCII is answered without the table (its
+/// letters and digits are exactly the ASCII code points of L* and N*).
+fn is_word_part(c: char) -> bool {
+    if c.is_ascii() {
+        c.is_ascii_alphanumeric()
+    } else {
+        in_ranges(&WORD, c)
+    }
+}
 
 /// Python's `str.isspace()` for one code point: Unicode White_Space plus U+001C..U+001F.
 pub(crate) fn is_py_space(c: char) -> bool {
@@ -68,18 +102,24 @@ pub(crate) fn py_strip(s: &str) -> &str {
 
 /// Python's `\w` for one code point in a `str` pattern (`str.isalnum()` or `_`).
 pub(crate) fn is_py_word(c: char) -> bool {
-    let mut buf = [0u8; 4];
-    WORD_CHAR.is_match(c.encode_utf8(&mut buf))
+    c == '_' || is_word_part(c)
 }
 
 /// Whether any code point of `s` is a digit for Python's `str.isdigit()`.
 pub(crate) fn has_py_digit(s: &str) -> bool {
-    DIGIT.is_match(s)
+    s.chars().any(|c| {
+        if c.is_ascii() {
+            c.is_ascii_digit()
+        } else {
+            in_ranges(&DIGIT, c)
+        }
+    })
 }
 
 /// The `[^\W_]+` runs of `s`, in order (callers lowercase first where Forum does).
 pub(crate) fn words(s: &str) -> impl Iterator<Item = &str> {
-    WORD.find_iter(s).map(|m| m.as_str())
+    s.split(|c: char| !is_word_part(c))
+        .filter(|w| !w.is_empty())
 }
 
 /// Python's `len([s for s in re.split(r"[.!?]+", text) if s.strip()])`: pieces between runs
@@ -141,6 +181,26 @@ mod tests {
         for c in [' ', '-', '\u{301}', '\u{93e}', '\u{203f}', '.', '\u{200d}'] {
             assert!(!is_py_word(c), "{c:?}");
         }
+    }
+
+    #[test]
+    fn the_class_lookups_agree_with_the_regexes_they_replace_on_every_code_point() {
+        let word = regex::Regex::new(r"^[\p{L}\p{N}_]$").unwrap();
+        let runs = regex::Regex::new(&format!("{WORD_CLASS}+")).unwrap();
+        let digit = regex::Regex::new(&format!("^{DIGIT_CLASS}$")).unwrap();
+        let mut text = String::new();
+        let mut buf = [0u8; 4];
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let one = c.encode_utf8(&mut buf);
+            assert_eq!(is_py_word(c), word.is_match(one), "{c:?}");
+            assert_eq!(has_py_digit(one), digit.is_match(one), "{c:?}");
+            if (c as u32) < 0x3000 || (c as u32).is_multiple_of(7) {
+                text.push(c);
+            }
+        }
+        let expected: Vec<&str> = runs.find_iter(&text).map(|m| m.as_str()).collect();
+        assert_eq!(words(&text).collect::<Vec<_>>(), expected);
+        assert!(expected.len() > 500, "{} runs", expected.len());
     }
 
     #[test]

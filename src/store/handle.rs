@@ -250,6 +250,9 @@ pub struct GitStore {
     pub(super) merge_wanted: std::sync::atomic::AtomicBool,
     /// The thread of this handle's last pack merge (see `merge.rs`).
     pub(super) merge_thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The objects this handle wrote, when its caller asked to read them back from memory
+    /// (see `own_writes.rs`).
+    pub(super) own: super::own_writes::OwnWrites,
 }
 
 impl GitStore {
@@ -275,6 +278,7 @@ impl GitStore {
             object_file: std::sync::Mutex::new(None),
             merge_wanted: std::sync::atomic::AtomicBool::new(false),
             merge_thread: std::sync::Mutex::new(None),
+            own: Default::default(),
         };
         // After a reboot, restore what the write-ahead log holds and the disk lost. A failure
         // leaves the repository as it is: reads then see (and verify reports) the real state,
@@ -330,6 +334,7 @@ impl GitStore {
             object_file: std::sync::Mutex::new(None),
             merge_wanted: std::sync::atomic::AtomicBool::new(false),
             merge_thread: std::sync::Mutex::new(None),
+            own: Default::default(),
         })
     }
 

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! stale → error → capped → spill → forum_row → forum_dir → packread → checksum → pack → codec
-//! failpoint → odb → handle → durable → refs → objects → lock → merge → index → wal → append → import → git
+//! failpoint → odb → own_writes → handle → durable → refs → objects → lock → merge → index → wal → append → import → git
 //! side_refs → forum_rows → note → sign → verify → cosign → witness → tiles → forum_tree → sync
 //! halt → redact → doctor
 //! ```
@@ -46,6 +46,7 @@ pub(crate) mod merge;
 pub mod note;
 pub(crate) mod objects;
 pub(crate) mod odb;
+mod own_writes;
 pub(crate) mod pack;
 pub(crate) mod packread;
 pub(crate) mod redact;

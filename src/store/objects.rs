@@ -34,6 +34,26 @@ pub(crate) fn with_fast_compressor<R>(f: impl FnOnce(&mut libdeflater::Compresso
     FAST.with(|c| f(&mut c.borrow_mut()))
 }
 
+/// Runs `f` with this thread's level-0 libdeflate compressor: stored blocks, no match finder.
+fn with_stored_compressor<R>(f: impl FnOnce(&mut libdeflater::Compressor) -> R) -> R {
+    thread_local! {
+        static STORED: std::cell::RefCell<libdeflater::Compressor> = std::cell::RefCell::new(
+            libdeflater::Compressor::new(
+                libdeflater::CompressionLvl::new(0).expect("level 0 is valid"),
+            ),
+        );
+    }
+    STORED.with(|c| f(&mut c.borrow_mut()))
+}
+
+/// A loose object of at most this many bytes (header and content) is stored uncompressed in
+/// its zlib stream (2 bytes of header, 5 of block header, 4 of checksum): its file then still
+/// fits in one 4 KiB block, the least a file takes on ext4 or in tmpfs, so deflate could save
+/// no space, and each deflate call sets up a 128 KiB match finder, which cost more than the
+/// rest of writing a small object. git reads either (`core.looseCompression=0` writes the same);
+/// a pack written later compresses the object afresh.
+const STORE_LOOSE_UP_TO: usize = 4096 - 11;
+
 /// How a new loose object waits for its name: a temporary file to rename, or an anonymous
 /// file to link in (through this path to its descriptor).
 enum Staged {
@@ -160,12 +180,16 @@ impl GitStore {
     /// write-ahead log (a prune that listed the refs before an append moved its ref deletes
     /// that append's objects afterwards; see `wal/recover.rs`) is read from the log: its id is
     /// the hash of its content, so the copy is exact. [`read_stored`](Self::read_stored) reads
-    /// the object store alone.
+    /// the object store alone. A handle reading its own writes back answers from memory
+    /// first ([`read_own_writes_back`](Self::read_own_writes_back)).
     pub(crate) fn read_raw(
         &self,
         id: &ObjectId,
         buf: &mut Vec<u8>,
     ) -> Result<Option<Kind>, StoreError> {
+        if let Some(kind) = self.own.read(id, buf) {
+            return Ok(Some(kind));
+        }
         match self.read_stored(id, buf) {
             Ok(Some(kind)) => return Ok(Some(kind)),
             Ok(None) => {}
@@ -199,6 +223,19 @@ impl GitStore {
             }
         }
         None
+    }
+
+    /// Keeps, from now on, the objects this handle writes, to be read back from memory once
+    /// [`read_own_writes_back`](Self::read_own_writes_back) is called (see `own_writes.rs`).
+    pub(crate) fn record_own_writes(&self) {
+        self.own.record();
+    }
+
+    /// Answers reads of the objects kept since [`record_own_writes`](Self::record_own_writes)
+    /// from memory, and keeps no more. For a caller whose writing is over: an append's checks
+    /// must see the object store.
+    pub(crate) fn read_own_writes_back(&self) {
+        self.own.read_back();
     }
 
     /// Reads object `id` from the object store alone (no write-ahead log).
@@ -286,12 +323,17 @@ impl GitStore {
             }
             let mut raw = format!("{} {}\0", o.kind, o.data.len()).into_bytes();
             raw.extend_from_slice(&o.data);
-            with_fast_compressor(|c| {
+            let compress = |c: &mut libdeflater::Compressor| {
                 z.resize(c.zlib_compress_bound(raw.len()), 0);
                 let n = c.zlib_compress(&raw, &mut z)?;
                 z.truncate(n);
                 Ok(())
-            })
+            };
+            if raw.len() <= STORE_LOOSE_UP_TO {
+                with_stored_compressor(compress)
+            } else {
+                with_fast_compressor(compress)
+            }
             .map_err(|e: libdeflater::CompressionError| {
                 io("compressing an object")(std::io::Error::other(e.to_string()))
             })?;
@@ -322,6 +364,7 @@ impl GitStore {
         if durable && !method.batch() {
             self.flush(&written, true)?;
         }
+        self.own.wrote(objs);
         Ok(written)
     }
 
@@ -460,6 +503,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_loose_object_that_fits_one_block_is_stored_and_a_larger_one_deflated() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let out = crate::gitproc::in_dir(dir.path())
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            out.stdout
+        };
+        git(&["init", "-q"]);
+        let store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
+        let hash = store.object_hash();
+        // The header of a blob of 4,075 bytes is "blob 4075\0": 4,085 bytes in all.
+        let at_edge = "a".repeat(4075);
+        let past_edge = "b".repeat(4076);
+        for (content, stored) in [
+            ("{\"a\":1}", true),
+            (&at_edge[..], true),
+            (&past_edge[..], false),
+        ] {
+            let blob = object(hash, Kind::Blob, content.as_bytes().to_vec()).unwrap();
+            let raw = format!("blob {}\0", content.len()).len() + content.len();
+            let written = store
+                .write_loose_objects(std::slice::from_ref(&blob), false, false)
+                .unwrap();
+            let size = std::fs::metadata(&written[0]).unwrap().len() as usize;
+            if stored {
+                assert_eq!(size, raw + 11, "{} bytes", content.len());
+                assert!(size <= 4096);
+            } else {
+                assert!(size < 100, "{} bytes deflated to {size}", content.len());
+            }
+            assert_eq!(
+                git(&["cat-file", "blob", &blob.id.to_string()]),
+                content.as_bytes()
+            );
+        }
+        git(&["fsck", "--strict", "--no-dangling"]);
     }
 
     #[test]
