@@ -27,6 +27,7 @@ use crate::ledger::{Entry, Storage, Value};
 use crate::surface;
 use crate::surface::request::runs::Submit;
 use crate::surface::run::prepare::{Prepared, RunSetup, Shape, prepare as run_prepare};
+use crate::surface::run::repo_context::Locating;
 use crate::surface::run::{self, Interrupt, Options, Outcome, Progress, RunError, Status};
 use crate::surface::run::{
     Bodies, CommandSpec, ContextSource, Decide, Decision, Go, RunClock, RunOptions, options,
@@ -601,6 +602,11 @@ fn go(ctx: &Ctx, req: &Submit, flags: &RunFlags, what: Go<'_>) -> Result<(), Cli
         }
         Go::Resume(_) => {}
     }
+    // Where the repository is, for its context, asked of git now, so that the process runs
+    // while the configuration is loaded (set aside if the run turns out not to take it).
+    let locating = (repo_choice(req.repo_context, req.no_repo_context == Some(true))
+        != Some(false))
+    .then(|| Locating::start(&ctx.dir));
     let resumed = match what {
         Go::Resume(target) => recorded_of(ctx, target)?,
         Go::Submit(_) => None,
@@ -611,7 +617,7 @@ fn go(ctx: &Ctx, req: &Submit, flags: &RunFlags, what: Go<'_>) -> Result<(), Cli
     // from memory, once its appends are over.
     store.record_own_writes();
     opts.context = spec
-        .context_provider(|| options::preload(&store))
+        .context_provider_located(|| options::preload(&store), locating)
         .map_err(cli_err)?;
     let pinned = match std::env::var("GIT_FORUM_TIMESTAMP") {
         Ok(_) => Some(ctx.now(None)?),

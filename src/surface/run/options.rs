@@ -14,7 +14,7 @@ use crate::run::{
     self, CommandContext, CommandVerifier, ContextProvider, GatePolicy, LedgerContext, Verifier,
 };
 use crate::store::git::GitStore;
-use crate::surface::run::repo_context::{Chained, RepoContext};
+use crate::surface::run::repo_context::{Chained, Locating, RepoContext};
 use crate::surface::{Error, Result};
 
 /// The delivery profiles a run may be checked against.
@@ -472,15 +472,37 @@ impl RunOptions {
         &self,
         pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
     ) -> Result<Option<Arc<dyn ContextProvider>>> {
-        let own = context_provider(&self.context, pre)?;
-        let repo = self
-            .repo_context
-            .as_deref()
-            .and_then(|d| {
-                RepoContext::open(d, crate::context::repo::DEFAULT_LIMITS)
-                    .map(|r| r.leaving_out(d, &self.repo_context_leave_out))
-            })
-            .map(|r| Arc::new(r) as Arc<dyn ContextProvider>);
+        self.context_provider_located(pre, None)
+    }
+
+    /// [`context_provider`](Self::context_provider), the repository located by `located` when
+    /// a caller began that early ([`Locating::start`]; waited for even when the repository is
+    /// not context after all).
+    pub(crate) fn context_provider_located(
+        &self,
+        pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
+        located: Option<Locating>,
+    ) -> Result<Option<Arc<dyn ContextProvider>>> {
+        let own = match context_provider(&self.context, pre) {
+            Ok(own) => own,
+            Err(e) => {
+                drop(located);
+                return Err(e);
+            }
+        };
+        let limits = crate::context::repo::DEFAULT_LIMITS;
+        let repo = match (self.repo_context.as_deref(), located) {
+            (Some(d), located) => match located {
+                Some(l) => RepoContext::open_located(l, d, limits),
+                None => RepoContext::open(d, limits),
+            }
+            .map(|r| r.leaving_out(d, &self.repo_context_leave_out)),
+            (None, located) => {
+                drop(located);
+                None
+            }
+        }
+        .map(|r| Arc::new(r) as Arc<dyn ContextProvider>);
         Ok(match (own, repo) {
             (Some(a), Some(b)) => Some(Arc::new(Chained(a, b))),
             (a, b) => a.or(b),

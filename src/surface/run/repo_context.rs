@@ -108,39 +108,95 @@ fn read_head(path: &Path, max: usize) -> Option<String> {
     }
 }
 
+/// Where the work tree `dir` is in has its top and its git files, as `git rev-parse` says:
+/// `None` in no work tree.
+fn locate(dir: &Path) -> Option<(String, Option<GitDirs>)> {
+    let rev_parse = |args: &[&str]| {
+        let mut c = git::git(dir);
+        c.arg("rev-parse").args(args);
+        git::run_limited(c, 64 << 10).ok().filter(|o| o.ok)
+    };
+    // The work tree, and in the same git where its index is: a git too old for the
+    // last two is asked for the work tree alone.
+    match rev_parse(&[
+        "--show-toplevel",
+        "--absolute-git-dir",
+        "--show-object-format",
+    ]) {
+        Some(out) => {
+            let text = out.text();
+            let mut lines = text.lines();
+            let top = lines.next().unwrap_or_default().to_string();
+            let git_dir = lines.next().map(PathBuf::from);
+            let kind = lines.next().and_then(|f| match f {
+                "sha1" => Some(gix::hash::Kind::Sha1),
+                "sha256" => Some(gix::hash::Kind::Sha256),
+                _ => None,
+            });
+            let dirs = git_dir
+                .zip(kind)
+                .map(|(git_dir, kind)| GitDirs { git_dir, kind });
+            Some((top, dirs))
+        }
+        None => Some((rev_parse(&["--show-toplevel"])?.text(), None)),
+    }
+}
+
+/// A `git rev-parse` for the repository context under way on a thread of its own, begun
+/// before the run's configuration is loaded so that its process runs beside that work (see
+/// [`RepoContext::open_located`]). Dropped unfinished (the run was refused first), it waits
+/// for its thread, so no `git` outlives the caller's interest.
+pub(crate) struct Locating(Option<std::thread::JoinHandle<Located>>);
+
+/// The directory located, and what `git rev-parse` said of it.
+type Located = (PathBuf, Option<(String, Option<GitDirs>)>);
+
+impl Locating {
+    /// Begins locating the work tree of `dir`.
+    pub(crate) fn start(dir: &Path) -> Locating {
+        let dir = dir.to_path_buf();
+        Locating(Some(std::thread::spawn(move || {
+            let found = locate(&dir);
+            (dir, found)
+        })))
+    }
+
+    /// Waits for the answer (`None` if its thread panicked).
+    pub(crate) fn finish(mut self) -> Option<Located> {
+        self.0.take()?.join().ok()
+    }
+}
+
+impl Drop for Locating {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 impl RepoContext {
     /// The provider of the work tree `dir` is in, or `None` when `dir` is in no work tree (a
     /// bare repository, or no repository).
     pub(crate) fn open(dir: &Path, limits: Limits) -> Option<RepoContext> {
-        let rev_parse = |args: &[&str]| {
-            let mut c = git::git(dir);
-            c.arg("rev-parse").args(args);
-            git::run_limited(c, 64 << 10).ok().filter(|o| o.ok)
-        };
-        // The work tree, and in the same git where its index is: a git too old for the
-        // last two is asked for the work tree alone.
-        let (top, dirs) = match rev_parse(&[
-            "--show-toplevel",
-            "--absolute-git-dir",
-            "--show-object-format",
-        ]) {
-            Some(out) => {
-                let text = out.text();
-                let mut lines = text.lines();
-                let top = lines.next().unwrap_or_default().to_string();
-                let git_dir = lines.next().map(PathBuf::from);
-                let kind = lines.next().and_then(|f| match f {
-                    "sha1" => Some(gix::hash::Kind::Sha1),
-                    "sha256" => Some(gix::hash::Kind::Sha256),
-                    _ => None,
-                });
-                let dirs = git_dir
-                    .zip(kind)
-                    .map(|(git_dir, kind)| GitDirs { git_dir, kind });
-                (top, dirs)
-            }
-            None => (rev_parse(&["--show-toplevel"])?.text(), None),
-        };
+        RepoContext::of(locate(dir), limits)
+    }
+
+    /// [`open`](Self::open) with the `git rev-parse` that `start_locating(dir)` began (a
+    /// locating begun for another directory is waited for and set aside).
+    pub(crate) fn open_located(
+        located: Locating,
+        dir: &Path,
+        limits: Limits,
+    ) -> Option<RepoContext> {
+        match located.finish() {
+            Some((for_dir, found)) if for_dir == dir => RepoContext::of(found, limits),
+            _ => RepoContext::open(dir, limits),
+        }
+    }
+
+    fn of(found: Option<(String, Option<GitDirs>)>, limits: Limits) -> Option<RepoContext> {
+        let (top, dirs) = found?;
         (!top.is_empty()).then(|| RepoContext {
             top: PathBuf::from(top),
             dirs,
@@ -345,5 +401,49 @@ impl ContextProvider for Chained {
 
     fn describe(&self) -> String {
         format!("{}, then {}", self.0.describe(), self.1.describe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::repo::DEFAULT_LIMITS;
+
+    fn init(dir: &Path) {
+        let out = crate::gitproc::in_dir(dir)
+            .args(["init", "-q"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+
+    fn top_of(r: &RepoContext) -> PathBuf {
+        r.top.canonicalize().unwrap()
+    }
+
+    #[test]
+    fn a_work_tree_located_early_is_the_one_opened_and_another_directory_is_asked_again() {
+        let (a, b, outside) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        init(a.path());
+        init(b.path());
+        let at_a = RepoContext::open_located(Locating::start(a.path()), a.path(), DEFAULT_LIMITS);
+        assert_eq!(top_of(&at_a.unwrap()), a.path().canonicalize().unwrap());
+        // Located for a, opened for b: b's own answer.
+        let at_b = RepoContext::open_located(Locating::start(a.path()), b.path(), DEFAULT_LIMITS);
+        assert_eq!(top_of(&at_b.unwrap()), b.path().canonicalize().unwrap());
+        // No work tree: no provider, as `open` says.
+        let none = RepoContext::open_located(
+            Locating::start(outside.path()),
+            outside.path(),
+            DEFAULT_LIMITS,
+        );
+        assert!(none.is_none());
+        assert!(RepoContext::open(outside.path(), DEFAULT_LIMITS).is_none());
+        // Dropped unfinished, a locating waits for its git (nothing is left running).
+        drop(Locating::start(a.path()));
     }
 }
