@@ -20,18 +20,20 @@ fn pid() -> u32 {
     *PID.get_or_init(std::process::id)
 }
 
-/// Runs `f` with this thread's level-1 libdeflate compressor (whole-buffer compression, about
-/// twice as fast as a stream; made once per thread, as setting one up costs more than
-/// compressing a small object).
+/// Runs `f` with a level-1 libdeflate compressor (whole-buffer compression, about twice as
+/// fast as a stream). Compressors are kept in one pool for the process rather than one per
+/// thread: setting one up costs more than compressing a small object, and a run's tasks each
+/// append from a thread of their own, which would otherwise fault in a fresh compressor's
+/// tables every time.
 pub(crate) fn with_fast_compressor<R>(f: impl FnOnce(&mut libdeflater::Compressor) -> R) -> R {
-    thread_local! {
-        static FAST: std::cell::RefCell<libdeflater::Compressor> = std::cell::RefCell::new(
-            libdeflater::Compressor::new(
-                libdeflater::CompressionLvl::new(1).expect("level 1 is valid"),
-            ),
-        );
-    }
-    FAST.with(|c| f(&mut c.borrow_mut()))
+    static POOL: std::sync::Mutex<Vec<libdeflater::Compressor>> = std::sync::Mutex::new(Vec::new());
+    let taken = POOL.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let mut c = taken.unwrap_or_else(|| {
+        libdeflater::Compressor::new(libdeflater::CompressionLvl::new(1).expect("level 1 is valid"))
+    });
+    let r = f(&mut c);
+    POOL.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+    r
 }
 
 /// Runs `f` with this thread's level-0 libdeflate compressor: stored blocks, no match finder.
