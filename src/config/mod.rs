@@ -53,9 +53,29 @@ pub(crate) fn read_text(path: &Path, what: &str) -> Result<String, Error> {
 
 /// The repository's `.forum/NAME` file, when `dir` is inside a work tree that has one.
 pub(crate) fn forum_config_file(dir: &Path, name: &str) -> Option<PathBuf> {
-    let repo = crate::store::git::open_repo(dir).ok()?;
-    let path = repo.workdir()?.join(".forum").join(name);
+    let path = workdir_of(dir)?.join(".forum").join(name);
     path.is_file().then_some(path)
+}
+
+/// The work tree `dir` is in. Found once per process for the last directory asked about: a
+/// run's start loads the roster, the policy and the runtime config from the same work tree,
+/// and finding it opens the repository and reads its configuration files each time. A work
+/// tree whose `.git` is gone (or none found) is looked for again.
+fn workdir_of(dir: &Path) -> Option<PathBuf> {
+    static LAST: std::sync::Mutex<Option<(PathBuf, PathBuf)>> = std::sync::Mutex::new(None);
+    // Keyed by the directory itself, not by how it was named ("." follows the current one).
+    let key = dir.canonicalize().ok()?;
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((d, w)) = &*last
+        && *d == key
+        && w.join(".git").exists()
+    {
+        return Some(w.clone());
+    }
+    let repo = crate::store::git::open_repo(dir).ok()?;
+    let w = repo.workdir()?.to_path_buf();
+    *last = Some((key, w.clone()));
+    Some(w)
 }
 
 /// Loads the roster: `flag` (`--roster FILE`), else `.forum/roster.toml`, else the built-in
@@ -152,6 +172,35 @@ mod tests {
                 .source
                 .is_none()
         );
+    }
+
+    #[test]
+    fn each_work_tree_finds_its_own_files_however_the_lookups_alternate() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for d in [a.path(), b.path()] {
+            let out = crate::gitproc::in_dir(d)
+                .args(["init", "-q"])
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            std::fs::create_dir(d.join(".forum")).unwrap();
+        }
+        std::fs::write(a.path().join(".forum/roster.toml"), "").unwrap();
+        std::fs::write(b.path().join(".forum/policy.toml"), "").unwrap();
+        let sub = a.path().join("src");
+        std::fs::create_dir(&sub).unwrap();
+        for _ in 0..2 {
+            assert!(forum_config_file(a.path(), "roster.toml").is_some());
+            assert!(forum_config_file(&sub, "roster.toml").is_some());
+            assert!(forum_config_file(b.path(), "roster.toml").is_none());
+            assert!(forum_config_file(b.path(), "policy.toml").is_some());
+        }
+        // A file removed, or the whole repository, is seen at once.
+        std::fs::remove_file(b.path().join(".forum/policy.toml")).unwrap();
+        assert!(forum_config_file(b.path(), "policy.toml").is_none());
+        assert!(forum_config_file(a.path(), "roster.toml").is_some());
+        std::fs::remove_dir_all(a.path().join(".git")).unwrap();
+        assert_eq!(forum_config_file(a.path(), "roster.toml"), None);
     }
 
     #[test]
