@@ -27,6 +27,9 @@ const LS_FILES_LIMIT: usize = 4 << 20;
 const GREP_LIMIT: usize = 1 << 20;
 /// How many of a task's `git grep`s run at once.
 const GREPS_AT_ONCE: usize = 4;
+/// Up to this many searched files, a task's greps answered in this process run one after
+/// another on its own thread.
+const GREP_INLINE_FILES: usize = 64;
 
 /// The repository provider of a work tree.
 pub(crate) struct RepoContext {
@@ -319,7 +322,15 @@ impl ContextProvider for RepoContext {
             // time: a task waits for the slowest of each group, not for the sum.
             let terms = repo::terms(instruction, self.limits.terms);
             let mut found: Vec<Result<Vec<String>, ContextFailure>> = Vec::new();
-            for group in terms.chunks(GREPS_AT_ONCE) {
+            // Answered in this process from a few files, the greps run on this thread: each
+            // takes microseconds, less than starting a thread.
+            let inline = self.scan().is_some_and(|s| {
+                s.searched_files() <= GREP_INLINE_FILES && terms.iter().all(|t| s.greps(t))
+            });
+            if inline {
+                found.extend(terms.iter().map(|t| self.grep_once(t)));
+            }
+            for group in terms.chunks(GREPS_AT_ONCE).filter(|_| !inline) {
                 std::thread::scope(|s| {
                     let each: Vec<_> = group
                         .iter()

@@ -110,8 +110,18 @@ impl Scan {
 
     /// What `git grep -l -z -I -i -F -e TERM --` prints, read up to `limit` bytes; `None`
     /// when `term` is not ASCII (or empty), which git's own matching is left to.
+    /// Whether [`grep`](Self::grep) answers for `term` (else git must).
+    pub(crate) fn greps(&self, term: &str) -> bool {
+        !term.is_empty() && term.is_ascii()
+    }
+
+    /// How many files a [`grep`](Self::grep) reads.
+    pub(crate) fn searched_files(&self) -> usize {
+        self.searched.len()
+    }
+
     pub(crate) fn grep(&self, term: &str, limit: usize) -> Option<Out> {
-        if term.is_empty() || !term.is_ascii() {
+        if !self.greps(term) {
             return None;
         }
         let needle = term.to_ascii_lowercase();
