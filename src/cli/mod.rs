@@ -364,7 +364,6 @@ impl Ctx {
     }
 }
 
-/// Parses the command line and runs it; the binary's whole `main`.
 /// The command line, parsed through [`FastCli`] when it parses, else through [`Cli`] (help,
 /// `--version` and errors, in the full command's words).
 fn parse() -> Result<Cli, clap::Error> {
@@ -377,6 +376,7 @@ fn parse() -> Result<Cli, clap::Error> {
     Cli::try_parse()
 }
 
+/// Parses the command line and runs it; the binary's whole `main`.
 pub fn main() -> ExitCode {
     let cli = match parse() {
         Ok(c) => c,

@@ -443,21 +443,21 @@ mod tests {
     use crate::store::codec::{object, tree_bytes};
     use crate::store::handle::Options;
 
+    /// Runs git in `dir`, insists that it succeeds, and gives its output.
+    fn git_in(dir: &Path, args: &[&str]) -> Vec<u8> {
+        let out = crate::gitproc::in_dir(dir).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
     #[test]
     fn loose_objects_appear_whole_and_writing_them_again_is_harmless() {
         let dir = tempfile::tempdir().unwrap();
-        // Runs git in the repository and insists that it succeeds.
-        let git = |args: &[&str]| {
-            let out = crate::gitproc::in_dir(dir.path())
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
+        let git = |args: &[&str]| git_in(dir.path(), args);
         git(&["init", "-q"]);
         let store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
         let hash = store.object_hash();
@@ -510,14 +510,7 @@ mod tests {
     #[test]
     fn a_loose_object_that_fits_one_block_is_stored_and_a_larger_one_deflated() {
         let dir = tempfile::tempdir().unwrap();
-        let git = |args: &[&str]| {
-            let out = crate::gitproc::in_dir(dir.path())
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}");
-            out.stdout
-        };
+        let git = |args: &[&str]| git_in(dir.path(), args);
         git(&["init", "-q"]);
         let store = GitStore::open(dir.path(), "main", Options::default()).unwrap();
         let hash = store.object_hash();
