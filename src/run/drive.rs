@@ -335,12 +335,17 @@ fn validate_all(
     // verdict then witnessed in plan order, as one after another would have.
     let width = run.seat_width();
     for group in todo.chunks(width) {
+        // The first of the group is judged on this thread, the others each on their own.
         let judged: Vec<_> = std::thread::scope(|s| {
-            let each: Vec<_> = group
+            let each: Vec<_> = group[1..]
                 .iter()
                 .map(|(t, done)| s.spawn(|| run.scoped(|| run.judge(t, done))))
                 .collect();
-            each.into_iter().map(|h| h.join()).collect()
+            let (t, done) = group[0];
+            let first = run.scoped(|| run.judge(t, done));
+            std::iter::once(Ok(first))
+                .chain(each.into_iter().map(|h| h.join()))
+                .collect()
         });
         for ((t, done), j) in group.iter().zip(judged) {
             let j = j.unwrap_or_else(|panic| std::panic::resume_unwind(panic));

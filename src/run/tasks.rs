@@ -343,34 +343,40 @@ impl Run<'_, '_> {
         let in_now = |id: &str| {
             lock(results).contains_key(id) || lock(&finished).iter().any(|(f, _)| f == id)
         };
-        std::thread::scope(|s| {
-            for thread in self.wave_threads(width.min(tasks.len())) {
-                // Each thread carries the run's kill scope.
-                s.spawn(|| {
-                    let _thread = thread;
-                    self.scoped(|| {
-                        loop {
-                            let i = next.fetch_add(1, Ordering::SeqCst) as usize;
-                            let Some(t) = tasks.get(i) else { break };
-                            if lock(&first_error).is_some() {
-                                break;
-                            }
-                            let shipped = self.run_task(t, plan_seq, results).and_then(|d| {
-                                lock(&finished).push((t.id.clone(), d));
-                                match ship
-                                    .filter(|_| self.ships_early() && lock(&first_error).is_none())
-                                {
-                                    Some((w, ship)) => self.ship_ready(w, ship, &in_now),
-                                    None => Ok(()),
-                                }
-                            });
-                            if let Err(e) = shipped {
-                                lock(&first_error).get_or_insert(e);
-                                break;
-                            }
+        let worker = |thread: super::context::WaveThread<'_>| {
+            let _thread = thread;
+            // Each thread carries the run's kill scope.
+            self.scoped(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+                    let Some(t) = tasks.get(i) else { break };
+                    if lock(&first_error).is_some() {
+                        break;
+                    }
+                    let shipped = self.run_task(t, plan_seq, results).and_then(|d| {
+                        lock(&finished).push((t.id.clone(), d));
+                        match ship.filter(|_| self.ships_early() && lock(&first_error).is_none()) {
+                            Some((w, ship)) => self.ship_ready(w, ship, &in_now),
+                            None => Ok(()),
                         }
-                    })
-                });
+                    });
+                    if let Err(e) = shipped {
+                        lock(&first_error).get_or_insert(e);
+                        break;
+                    }
+                }
+            })
+        };
+        // One worker is this thread: starting and ending a thread costs more than most
+        // scripted tasks take.
+        std::thread::scope(|s| {
+            let mut threads = self.wave_threads(width.min(tasks.len()));
+            let mine = threads.pop();
+            for thread in threads {
+                s.spawn(|| worker(thread));
+            }
+            if let Some(thread) = mine {
+                worker(thread);
             }
         });
         if let Some(e) = lock(&first_error).take() {
