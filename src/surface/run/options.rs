@@ -483,26 +483,20 @@ impl RunOptions {
         pre: impl FnOnce() -> Result<Vec<(Entry, Option<Value>)>>,
         located: Option<Locating>,
     ) -> Result<Option<Arc<dyn ContextProvider>>> {
-        let own = match context_provider(&self.context, pre) {
-            Ok(own) => own,
-            Err(e) => {
-                drop(located);
-                return Err(e);
-            }
-        };
+        // An unused `located` waits for its git as it is dropped.
+        let own = context_provider(&self.context, pre)?;
         let limits = crate::context::repo::DEFAULT_LIMITS;
-        let repo = match (self.repo_context.as_deref(), located) {
-            (Some(d), located) => match located {
-                Some(l) => RepoContext::open_located(l, d, limits),
-                None => RepoContext::open(d, limits),
-            }
-            .map(|r| r.leaving_out(d, &self.repo_context_leave_out)),
-            (None, located) => {
-                drop(located);
-                None
-            }
-        }
-        .map(|r| Arc::new(r) as Arc<dyn ContextProvider>);
+        let repo = self
+            .repo_context
+            .as_deref()
+            .and_then(|d| {
+                match located {
+                    Some(l) => RepoContext::open_located(l, d, limits),
+                    None => RepoContext::open(d, limits),
+                }
+                .map(|r| r.leaving_out(d, &self.repo_context_leave_out))
+            })
+            .map(|r| Arc::new(r) as Arc<dyn ContextProvider>);
         Ok(match (own, repo) {
             (Some(a), Some(b)) => Some(Arc::new(Chained(a, b))),
             (a, b) => a.or(b),
