@@ -99,7 +99,7 @@ pub fn pack_round_trip(data: &[u8]) -> usize {
             });
         }
     }
-    let dir = tempfile::tempdir().expect("a temporary directory");
+    let dir = crate::scratch::dir("git-forum-fuzz-").expect("a temporary directory");
     let objects = dir.path().join("objects");
     std::fs::create_dir_all(&objects).expect("an objects directory");
     let level = gix::zlib::Compression::new(1).expect("level 1");

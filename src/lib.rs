@@ -61,6 +61,7 @@ pub mod report;
 pub mod roster;
 pub mod route;
 pub mod run;
+pub(crate) mod scratch;
 pub mod secrets;
 pub mod serve;
 pub(crate) mod spend;

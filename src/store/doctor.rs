@@ -116,7 +116,7 @@ fn open_pack_copy(
     pack: &std::path::Path,
     hash: gix::hash::Kind,
 ) -> Result<(gix::Repository, tempfile::TempDir), StoreError> {
-    let dir = tempfile::tempdir().map_err(|e| StoreError::Io {
+    let dir = crate::scratch::dir("git-forum-pack-copy-").map_err(|e| StoreError::Io {
         context: "creating a scratch repository for --from-pack".into(),
         source: e,
     })?;

@@ -140,7 +140,7 @@ pub(crate) fn check(
     sig: &CheckpointSignature,
     allowed_signers: Option<&Path>,
 ) -> SignatureCheck {
-    let dir = match tempfile::tempdir() {
+    let dir = match crate::scratch::dir("git-forum-sig-") {
         Ok(d) => d,
         Err(e) => return SignatureCheck::Unchecked(format!("no temporary directory: {e}")),
     };

@@ -335,9 +335,7 @@ impl Checks for Git {
 
 /// A new bare repository in a temporary directory, and a ledger store on it.
 fn bare_store(opts: Options) -> Result<Git> {
-    let dir = tempfile::Builder::new()
-        .prefix("git-forum-deep-verify-")
-        .tempdir()
+    let dir = crate::scratch::dir("git-forum-deep-verify-")
         .map_err(|e| io_err("creating a temporary directory", e))?;
     let status = crate::gitproc::command()
         .args(["init", "-q", "--bare"])

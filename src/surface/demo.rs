@@ -98,9 +98,7 @@ fn write(path: &Path, text: &str, exec: bool) -> Result<()> {
 /// kept after the demo, so that its record can be read.
 pub(crate) fn make_root(parent: Option<&Path>) -> Result<PathBuf> {
     let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
-    Ok(tempfile::Builder::new()
-        .prefix("git-forum-demo-")
-        .tempdir_in(&parent)
+    Ok(crate::scratch::dir_in("git-forum-demo-", &parent)
         .map_err(|e| {
             Error::unavailable(format!(
                 "demo: cannot make a folder in {}: {e}",

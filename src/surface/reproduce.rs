@@ -399,9 +399,7 @@ fn merged_changes(entries: &[Recorded]) -> Vec<Merged> {
 
 /// A fresh directory for the scratch worktrees.
 fn scratch_area() -> Result<PathBuf> {
-    let dir = tempfile::Builder::new()
-        .prefix("git-forum-reproduce-")
-        .tempdir()
+    let dir = crate::scratch::dir("git-forum-reproduce-")
         .map_err(|e| Error::internal(format!("cannot make a scratch directory: {e}")))?;
     Ok(dir.keep())
 }

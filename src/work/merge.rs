@@ -104,9 +104,7 @@ impl ScratchMerges {
             ],
         )
         .map_err(|e| format!("cannot find the repository's objects: {e}"))?;
-        let scratch = tempfile::Builder::new()
-            .prefix("git-forum-replay-objects-")
-            .tempdir()
+        let scratch = crate::scratch::dir("git-forum-replay-objects-")
             .map_err(|e| format!("cannot make a scratch object directory: {e}"))?;
         Ok(ScratchMerges {
             dir: dir.to_path_buf(),

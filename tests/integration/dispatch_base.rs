@@ -153,3 +153,46 @@ fn a_worker_whose_clone_lost_a_blob_of_a_commit_its_refs_reach_fetches_the_base_
         assert!(has(&here, &blob), "{}", logs(&[&c]));
     });
 }
+
+/// The directory a worker checks a task out in is its user's alone (0700), so no one else on
+/// the machine reads the repository's files there; and it is gone once the result is delivered.
+#[test]
+fn a_workers_task_directory_is_private_and_removed_after_delivery() {
+    on_each_kind(|repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        let c = clone(&url);
+        // The task writes the mode and the path of the directory its checkout is in.
+        let m = crate::work_run::model(
+            repo,
+            "model",
+            &ONE.replace('\n', ""),
+            "merge",
+            "    echo \"$(stat -c %a ..) $(dirname \"$PWD\")\" > f1.txt; echo wrote f1.txt",
+        );
+        let _w = worker(
+            repo,
+            c.path(),
+            &server,
+            &m,
+            &["--name", "w", "--no-sandbox"],
+        );
+        let (ok, j, err) = finish(submit(repo, &server, &m));
+        assert!(ok, "{j}\n{err}\n{}", logs(&[&c]));
+        let seen = repo.git_ok(&["show", "forum/run-0:f1.txt"]);
+        let (mode, dir) = seen.split_once(' ').expect("mode and directory");
+        assert_eq!(mode, "700", "{seen}");
+        let dir = Path::new(dir);
+        assert!(
+            dir.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("forum-worker-")),
+            "{seen}"
+        );
+        assert!(
+            crate::common::poll_until(std::time::Duration::from_secs(30), || !dir.exists()),
+            "{} is still there after the result was delivered\n{}",
+            dir.display(),
+            logs(&[&c])
+        );
+    });
+}

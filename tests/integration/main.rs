@@ -97,6 +97,7 @@ mod sandbox;
 mod sandbox_allow_host;
 mod sandbox_profile;
 mod sandbox_transports;
+mod scratch_dirs;
 mod secrets;
 mod secrets_corpus;
 mod sign;

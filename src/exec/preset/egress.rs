@@ -99,9 +99,7 @@ pub(crate) fn start(
             on_hit();
         }));
     }
-    let dir = tempfile::Builder::new()
-        .prefix("git-forum-egress-")
-        .tempdir_in(std::env::temp_dir())?;
+    let dir = crate::scratch::dir("git-forum-egress-")?;
     let meter_sock = dir.path().join("meter.sock");
     let proxy_sock = dir.path().join("proxy.sock");
     let meter = Meter::start(&meter_sock, config)?;
