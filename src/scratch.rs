@@ -8,11 +8,58 @@
 //! Every such directory is made here instead, with mode 0700 from its creation on (no window
 //! between a wider mkdir and a chmod). A structure test (`scratch_dirs`) keeps other code from
 //! making one another way.
+//!
+//! A directory made with [`tracked`] is also listed for the process, so that a process about
+//! to end at once (a `git forum worker` told twice to stop) removes the ones still held
+//! ([`remove_tracked`]), which no destructor would.
 
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use tempfile::TempDir;
+
+/// The [`Tracked`] directories this process holds now.
+static TRACKED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// A private directory listed for [`remove_tracked`] while it lives.
+#[derive(Debug)]
+pub(crate) struct Tracked(TempDir);
+
+impl Tracked {
+    pub(crate) fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        let mut all = TRACKED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = all.iter().position(|p| p == self.0.path()) {
+            all.swap_remove(at);
+        }
+    }
+}
+
+/// [`dir`], listed for [`remove_tracked`] until dropped.
+pub(crate) fn tracked(prefix: &str) -> std::io::Result<Tracked> {
+    let d = dir(prefix)?;
+    TRACKED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(d.path().to_path_buf());
+    Ok(Tracked(d))
+}
+
+/// Removes every [`Tracked`] directory still held, for a process about to exit without
+/// running its destructors; returns how many there were.
+pub(crate) fn remove_tracked() -> usize {
+    let all = std::mem::take(&mut *TRACKED.lock().unwrap_or_else(|p| p.into_inner()));
+    for p in &all {
+        let _ = std::fs::remove_dir_all(p);
+    }
+    all.len()
+}
 
 /// A new private (0700) directory in the system's temporary folder, named `PREFIX…`, removed
 /// when the returned value is dropped.
@@ -47,5 +94,28 @@ mod tests {
         assert!(t.path().starts_with(std::env::temp_dir()));
         let mode = std::fs::metadata(t.path()).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o700, "{mode:o}");
+    }
+
+    #[test]
+    fn tracked_directories_are_removed_at_a_forced_exit_until_dropped() {
+        // Other tests of this process may hold tracked directories too: only these are
+        // looked at.
+        let (a, b) = (
+            super::tracked("forum-test-a-").unwrap(),
+            super::tracked("forum-test-b-").unwrap(),
+        );
+        std::fs::write(a.path().join("f"), "x").unwrap();
+        let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+        let mode = std::fs::metadata(&pa).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o700, "{mode:o}");
+        drop(b);
+        assert!(!pb.exists());
+        assert!(
+            !super::TRACKED.lock().unwrap().contains(&pb),
+            "a dropped directory is no longer listed"
+        );
+        assert!(super::remove_tracked() >= 1);
+        assert!(!pa.exists(), "the held one is removed");
+        drop(a);
     }
 }

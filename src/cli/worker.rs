@@ -4,11 +4,12 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use super::exec_flags::ExecutorArgs;
 use super::{CliError, Ctx};
 use crate::surface::run::Fleet;
-use crate::surface::worker::{NatsFlags, WorkerRequest};
+use crate::surface::worker::{Control, NatsFlags, WorkerRequest};
 
 /// How to reach a NATS server: credentials and TLS.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -90,6 +91,24 @@ pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
         sandbox_read: a.sandbox_read.clone(),
         ..WorkerRequest::of(&a.req, nats)
     };
+    let control = Arc::new(Control::default());
+    let stopping = Arc::clone(&control);
+    super::submit::signals::watch(
+        move |name| {
+            stopping.stop.store(true, Ordering::SeqCst);
+            eprintln!(
+                "git forum worker: {name}: finishing the tasks it holds, then stopping (send it again to stop at once)"
+            );
+        },
+        None,
+        |name| {
+            let n = crate::surface::worker::abandon_tasks();
+            eprintln!(
+                "git forum worker: {name} again: stopped at once; {n} task(s) left undone go to another worker when their leases run out"
+            );
+            std::process::exit(128 + i32::from(super::submit::signals::signal_number(name)));
+        },
+    )?;
     let n = crate::surface::worker::worker(
         &ctx.dir,
         &ctx.ledger,
@@ -97,6 +116,7 @@ pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
         &work,
         Arc::new(fleet),
         roster,
+        control,
     )?;
     if ctx.json {
         println!("{}", serde_json::json!({"tasks": n}));

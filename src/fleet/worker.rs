@@ -444,7 +444,7 @@ impl Worker<'_> {
             confinement: self.o.confinement.clone(),
             found_in_ref: false,
         };
-        let dir = match crate::scratch::dir("forum-worker-") {
+        let dir = match crate::scratch::tracked("forum-worker-") {
             Ok(d) => d,
             Err(e) => {
                 let r = failed(r, "work", format!("no directory for the worktree: {e}"));

@@ -173,9 +173,13 @@ fn sandbox(
     Ok((jail, crate::fleet::worker::confine::claim(&record)))
 }
 
+/// A worker's switch (raise `stop` and it finishes the tasks it holds, pulls no more and
+/// returns) and its count of tasks done.
+pub(crate) use crate::fleet::worker::Control;
+
 /// Serves dispatched tasks of `ledger` from the clone at `dir` with `seats`, under the sandbox
-/// its flags and `work` (the clone's `[work]` table) ask for; returns how many it did (when
-/// `max_tasks` stopped it).
+/// its flags and `work` (the clone's `[work]` table) ask for, until `control` says stop or
+/// `max_tasks` are done; returns how many it did.
 pub(crate) fn worker(
     dir: &Path,
     ledger: &str,
@@ -183,9 +187,19 @@ pub(crate) fn worker(
     work: &crate::exec::config::WorkConfig,
     seats: Arc<dyn Seats>,
     roster: Roster,
+    control: Arc<Control>,
 ) -> Result<u64> {
-    let o = worker_options(dir, ledger, req, work, seats, roster, Arc::default())?;
+    let o = worker_options(dir, ledger, req, work, seats, roster, control)?;
     crate::fleet::worker::serve(o).map_err(Error::unavailable)
+}
+
+/// For a worker process about to end at once: kills every command its tasks run (with their
+/// process groups) and removes the directories their checkouts are in; returns how many
+/// tasks' directories there were. Their messages are not acknowledged, so the server gives
+/// the tasks out again once their leases run out.
+pub(crate) fn abandon_tasks() -> usize {
+    crate::exec::command::stop_all();
+    crate::scratch::remove_tracked()
 }
 
 /// The options of a worker `req` asks for, checked (its numbers, the ledger, the sandbox),

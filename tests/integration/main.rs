@@ -150,3 +150,4 @@ mod work_read;
 mod work_run;
 mod work_sync;
 mod worker_env;
+mod worker_signals;

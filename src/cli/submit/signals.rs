@@ -1,5 +1,6 @@
-//! Signals during a run at the command line: the first SIGINT or SIGTERM interrupts the run
-//! (witnessed, resumable), a second one or a run that does not wind down ends the process.
+//! Signals at the command line: during a run the first SIGINT or SIGTERM interrupts it
+//! (witnessed, resumable), a second one or a run that does not wind down ends the process; a
+//! `git forum worker` stops pulling at the first and ends at the second ([`watch`]).
 //!
 //! One Ctrl-C can arrive twice: the terminal sends SIGINT to the whole process group, and when
 //! the run was started as `git forum`, git (in that group too) forwards the signal to its
@@ -32,6 +33,30 @@ pub(crate) fn signal_number(name: &str) -> u8 {
 /// [`ECHO`] later, or a run that has not wound down after [`INTERRUPT_GRACE`], ends the process
 /// at once.
 pub(crate) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
+    watch(
+        move |first| {
+            interrupt.raise(first);
+            crate::surface::run::stop_all();
+        },
+        Some(INTERRUPT_GRACE),
+        |first| {
+            crate::surface::run::stop_all();
+            eprintln!(
+                "error: interrupted by {first}: the run did not wind down in time (a model call was still out); `git forum runs` shows it as interrupted"
+            );
+            std::process::exit(128 + i32::from(signal_number(first)));
+        },
+    )
+}
+
+/// Watches for SIGINT and SIGTERM on a thread of its own: the first one calls `first` with its
+/// name; a second one more than [`ECHO`] later (or, given `grace`, that long after the first
+/// with no second) calls `last` with the first one's name, which ends the process.
+pub(crate) fn watch(
+    first: impl FnOnce(&'static str) + Send + 'static,
+    grace: Option<Duration>,
+    last: impl FnOnce(&'static str) -> std::convert::Infallible + Send + 'static,
+) -> Result<(), CliError> {
     use std::future::poll_fn;
     use std::task::Poll;
     use tokio::signal::unix::{SignalKind, signal};
@@ -69,9 +94,8 @@ pub(crate) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
     std::thread::spawn(move || {
         rt.block_on(async move {
             use std::future::Future;
-            let first = poll_fn(|cx| either(&mut int, &mut term, cx)).await;
-            interrupt.raise(first);
-            crate::surface::run::stop_all();
+            let name = poll_fn(|cx| either(&mut int, &mut term, cx)).await;
+            first(name);
             let mut echo = std::pin::pin!(tokio::time::sleep(ECHO));
             poll_fn(|cx| {
                 // Drain what arrives meanwhile: the same Ctrl-C, delivered twice.
@@ -79,7 +103,12 @@ pub(crate) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
                 echo.as_mut().poll(cx)
             })
             .await;
-            let mut grace = std::pin::pin!(tokio::time::sleep(INTERRUPT_GRACE));
+            let mut grace = std::pin::pin!(async {
+                match grace {
+                    Some(g) => tokio::time::sleep(g).await,
+                    None => std::future::pending().await,
+                }
+            });
             poll_fn(|cx| {
                 if grace.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(());
@@ -87,11 +116,7 @@ pub(crate) fn watch_signals(interrupt: Arc<Interrupt>) -> Result<(), CliError> {
                 either(&mut int, &mut term, cx).map(|_| ())
             })
             .await;
-            crate::surface::run::stop_all();
-            eprintln!(
-                "error: interrupted by {first}: the run did not wind down in time (a model call was still out); `git forum runs` shows it as interrupted"
-            );
-            std::process::exit(128 + i32::from(signal_number(first)));
+            match last(name) {}
         })
     });
     Ok(())

@@ -28,7 +28,7 @@ pub(super) struct Delivery {
 #[derive(Default)]
 pub(super) struct Left {
     pub(super) push: Option<(String, String)>,
-    pub(super) tree: Option<(tempfile::TempDir, PathBuf)>,
+    pub(super) tree: Option<(crate::scratch::Tracked, PathBuf)>,
 }
 
 impl Worker<'_> {

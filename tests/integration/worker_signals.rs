@@ -1,0 +1,143 @@
+//! `git forum worker` and SIGINT/SIGTERM: the first signal makes it finish the task it holds
+//! (delivered, merged, its directory removed) and then exit 0; a second one ends it at once,
+//! killing the task's commands and removing the task's directory, with 128 + the signal's
+//! number. Each test starts its own `nats-server` (see `dispatch_nats.rs`) and stops it with
+//! everything else it starts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::common::{Repo, on_each_kind, poll_until, wait_until};
+use crate::dispatch_nats::{
+    Killed, NatsServer, clone, finish, logs, model, shared, submit, worker,
+};
+
+/// One task, writing one file.
+const ONE: &str = r#"{"tasks":[
+{"id":"T1","agent":"backend","instruction":"write f1.txt","depends_on":[],"done_when":["the file is there"]}]}"#;
+
+/// A model that, for the task, writes its process id and its directory's parent (the task's
+/// directory) to `mark`, then holds until `mark.go` exists (at most a minute) before doing what
+/// `model` does. The planner's and judges' calls go straight to `model`.
+fn holding_model(dir: &Path, model: &str, mark: &Path) -> String {
+    let path = dir.join("holding.sh");
+    let body = format!(
+        "#!/bin/sh\ncase \"$1\" in *'write f1.txt'*) ;; *) exec '{model}' \"$@\" ;; esac\n\
+         echo \"$$ $(dirname \"$PWD\")\" > '{m}.tmp' && mv '{m}.tmp' '{m}'\n\
+         i=0\nwhile [ ! -e '{m}.go' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+         exec '{model}' \"$@\"\n",
+        m = mark.display(),
+    );
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// The model's process id and the task's directory, once the task has started.
+fn started(mark: &Path, clone: &tempfile::TempDir) -> (u32, PathBuf) {
+    if !poll_until(Duration::from_secs(60), || mark.exists()) {
+        panic!("the worker never started the task:\n{}", logs(&[clone]));
+    }
+    let text = std::fs::read_to_string(mark).unwrap();
+    let (pid, dir) = text.trim().split_once(' ').expect("pid and directory");
+    (pid.parse().unwrap(), PathBuf::from(dir))
+}
+
+fn signal(w: &Killed, name: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &w.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// Waits (at most `limit`) for the worker to exit: its exit code.
+fn exited(w: &mut Killed, limit: Duration, clone: &tempfile::TempDir) -> Option<i32> {
+    let mut status = None;
+    poll_until(limit, || {
+        status = w.0.try_wait().unwrap();
+        status.is_some()
+    });
+    match status {
+        Some(s) => s.code(),
+        None => panic!("the worker did not exit:\n{}", logs(&[clone])),
+    }
+}
+
+#[test]
+fn a_worker_told_to_stop_finishes_its_task_delivers_it_and_exits_clean() {
+    on_each_kind(|repo: &Repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        let m = model(repo, ONE);
+        let c = clone(&url);
+        let mark = c.path().join("started");
+        let held = holding_model(c.path(), &m, &mark);
+        let mut w = worker(
+            repo,
+            c.path(),
+            &server,
+            &held,
+            &["--name", "w", "--no-sandbox"],
+        );
+        let run = submit(repo, &server, &m);
+        let (_, dir) = started(&mark, &c);
+        signal(&w, "TERM");
+        // It holds its task: still running a while later, the task's directory there.
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(w.0.try_wait().unwrap().is_none(), "{}", logs(&[&c]));
+        assert!(dir.exists());
+        std::fs::write(mark.with_extension("go"), "").unwrap();
+        let (ok, j, err) = finish(run);
+        let answer = j["answer"].as_str().unwrap_or_default();
+        assert!(
+            ok && answer.contains("- T1: merged"),
+            "{answer}\n{err}\n{}",
+            logs(&[&c])
+        );
+        assert_eq!(exited(&mut w, Duration::from_secs(30), &c), Some(0));
+        let said = logs(&[&c]);
+        assert!(
+            said.contains("SIGTERM: finishing the tasks it holds")
+                && said.contains("1 task(s) done"),
+            "{said}"
+        );
+        assert!(!dir.exists(), "{} is left\n{said}", dir.display());
+        repo.forum_ok(&["verify", "--deep"]);
+    });
+}
+
+#[test]
+fn a_worker_told_twice_stops_at_once_kills_the_task_and_leaves_no_directory() {
+    on_each_kind(|repo: &Repo| {
+        let server = NatsServer::start();
+        let (_bare, url) = shared(repo);
+        let m = model(repo, ONE);
+        let c = clone(&url);
+        let mark = c.path().join("started");
+        let held = holding_model(c.path(), &m, &mark);
+        let mut w = worker(
+            repo,
+            c.path(),
+            &server,
+            &held,
+            &["--name", "w", "--no-sandbox"],
+        );
+        let _run = submit(repo, &server, &m);
+        let (pid, dir) = started(&mark, &c);
+        signal(&w, "INT");
+        // A second signal within a second is taken as the first one's echo.
+        std::thread::sleep(Duration::from_millis(1300));
+        signal(&w, "INT");
+        assert_eq!(exited(&mut w, Duration::from_secs(10), &c), Some(130));
+        let said = logs(&[&c]);
+        assert!(said.contains("SIGINT again: stopped at once"), "{said}");
+        assert!(!dir.exists(), "{} is left\n{said}", dir.display());
+        wait_until(
+            "the task's model to be killed",
+            Duration::from_secs(10),
+            || !Path::new(&format!("/proc/{pid}")).exists(),
+        );
+    });
+}
