@@ -24,18 +24,24 @@ static TRACKED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// A private directory listed for [`remove_tracked`] while it lives.
 #[derive(Debug)]
-pub(crate) struct Tracked(TempDir);
+pub(crate) struct Tracked {
+    dir: Option<TempDir>,
+    path: PathBuf,
+}
 
 impl Tracked {
     pub(crate) fn path(&self) -> &Path {
-        self.0.path()
+        &self.path
     }
 }
 
 impl Drop for Tracked {
+    /// Removes the directory, then takes it off the list: a forced exit meanwhile still finds
+    /// it there.
     fn drop(&mut self) {
+        drop(self.dir.take());
         let mut all = TRACKED.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = all.iter().position(|p| p == self.0.path()) {
+        if let Some(at) = all.iter().position(|p| *p == self.path) {
             all.swap_remove(at);
         }
     }
@@ -44,11 +50,12 @@ impl Drop for Tracked {
 /// [`dir`], listed for [`remove_tracked`] until dropped.
 pub(crate) fn tracked(prefix: &str) -> std::io::Result<Tracked> {
     let d = dir(prefix)?;
+    let path = d.path().to_path_buf();
     TRACKED
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .push(d.path().to_path_buf());
-    Ok(Tracked(d))
+        .push(path.clone());
+    Ok(Tracked { dir: Some(d), path })
 }
 
 /// Removes every [`Tracked`] directory still held, for a process about to exit without

@@ -146,6 +146,9 @@ pub(crate) enum Command {
     /// Halt a running run from another terminal: its workers are killed, it witnesses halted.
     Halt(halt::HaltArgs),
     /// Do dispatched tasks (`submit --work --dispatch`) pulled from a NATS JetStream server.
+    #[command(after_help = "Stopping: the first Ctrl-C or SIGTERM finishes and delivers the tasks it holds, then exits 0; \
+a second one (more than a second later) stops it at once, its tasks' commands killed and their \
+worktrees removed; those tasks go to another worker when their leases run out.")]
     Worker(worker::WorkerArgs),
     /// Show a --work run's change against the commit it started from, as git diff does.
     Diff(diff::DiffArgs),

@@ -43,7 +43,10 @@ impl NatsArgs {
 /// own, run its checks, push the change commit to refs/forum/results/ on the remote, publish
 /// the result and acknowledge the task. While a task runs its lease is extended; a worker
 /// that dies stops renewing it and the task goes to another worker. A worker never writes
-/// the ledger. Runs until killed (or --max-tasks).
+/// the ledger. Runs until --max-tasks are done or it is told to stop: the first SIGINT or
+/// SIGTERM (Ctrl-C, systemctl stop) makes it finish and deliver the tasks it holds, then exit
+/// 0; a second one stops it at once (its tasks' commands killed, their worktrees removed; the
+/// tasks go to another worker when their leases run out).
 #[derive(Debug, clap::Args)]
 pub(crate) struct WorkerArgs {
     /// The worker: the request the daemon and MCP take.
@@ -73,7 +76,12 @@ pub(crate) struct WorkerArgs {
 /// `git forum worker`.
 pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
     if let Some(k) = a.spawn {
-        return crate::surface::worker::spawn(k, &without_spawn(), a.req.name.as_deref());
+        // Watched before the workers start, so none is left behind by a signal meanwhile.
+        let pids = Arc::new(std::sync::Mutex::new(Vec::new()));
+        pass_signals_on(Arc::clone(&pids))?;
+        let started = |p: Vec<u32>| *pids.lock().unwrap_or_else(|e| e.into_inner()) = p;
+        crate::surface::worker::spawn(k, &without_spawn(), a.req.name.as_deref(), started)?;
+        return Ok(());
     }
     let roster = crate::config::load_roster(&ctx.dir, a.roster.as_deref())?;
     let loaded = crate::config::load_runtime(
@@ -124,6 +132,33 @@ pub(crate) fn run(ctx: &Ctx, a: WorkerArgs) -> Result<(), CliError> {
         eprintln!("git forum worker: {n} task(s) done");
     }
     Ok(())
+}
+
+/// For `--spawn K`: a SIGINT or SIGTERM this process gets is passed on to each worker it
+/// started (which finish their tasks at the first and stop at once at the second) while it
+/// waits for them; at the second it exits too. A terminal's Ctrl-C reaches the workers
+/// directly as well, and they take the copy passed on as the same press.
+fn pass_signals_on(pids: Arc<std::sync::Mutex<Vec<u32>>>) -> Result<(), CliError> {
+    fn send(pids: &std::sync::Mutex<Vec<u32>>, name: &str) {
+        let sig = match name {
+            "SIGINT" => rustix::process::Signal::INT,
+            _ => rustix::process::Signal::TERM,
+        };
+        for p in pids.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            if let Some(pid) = rustix::process::Pid::from_raw(*p as i32) {
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+        }
+    }
+    let again = Arc::clone(&pids);
+    super::submit::signals::watch(
+        move |name| send(&pids, name),
+        None,
+        move |name| {
+            send(&again, name);
+            std::process::exit(128 + i32::from(super::submit::signals::signal_number(name)));
+        },
+    )
 }
 
 /// This process's arguments without `--spawn K` and `--name NAME` (each child gets its own).

@@ -273,7 +273,12 @@ pub(crate) fn dispatcher(
 /// `git forum worker --spawn K`: starts `k` worker processes of this program with `args` (the
 /// command line without `--spawn`), each named `NAME-i` when `name` is given, and waits for
 /// them. Fails when one could not start or ended with an error.
-pub(crate) fn spawn(k: usize, args: &[String], name: Option<&str>) -> Result<()> {
+pub(crate) fn spawn(
+    k: usize,
+    args: &[String],
+    name: Option<&str>,
+    started: impl FnOnce(Vec<u32>),
+) -> Result<()> {
     if !(1..=256).contains(&k) {
         return Err(Error::usage(format!("--spawn {k} must be from 1 to 256")));
     }
@@ -297,6 +302,7 @@ pub(crate) fn spawn(k: usize, args: &[String], name: Option<&str>) -> Result<()>
             }
         }
     }
+    started(children.iter().map(std::process::Child::id).collect());
     let failed = children
         .into_iter()
         .filter_map(|mut c| c.wait().ok())

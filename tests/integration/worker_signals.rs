@@ -141,3 +141,91 @@ fn a_worker_told_twice_stops_at_once_kills_the_task_and_leaves_no_directory() {
         );
     });
 }
+
+/// The live processes whose parent is `parent`.
+fn children_of(parent: u32) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: the fields after the last `)`.
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let mut f = rest.split(' ');
+        let (state, ppid) = (f.next(), f.next());
+        if state != Some("Z") && ppid == Some(&parent.to_string()) {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The processes (workers, and the reapers they fork) whose command line names `script`
+/// (their `--cmd`).
+fn workers_running(script: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmd
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.iter().any(|a| a == "worker") && args.iter().any(|a| a == script) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_worker_that_spawned_workers_passes_a_signal_on_and_waits_for_them() {
+    let repo = Repo::new("sha1");
+    let server = NatsServer::start();
+    let (_bare, url) = shared(&repo);
+    let m = model(&repo, ONE);
+    let c = clone(&url);
+    let mark = c.path().join("started");
+    let held = holding_model(c.path(), &m, &mark);
+    let mut w = worker(
+        &repo,
+        c.path(),
+        &server,
+        &held,
+        &["--name", "w", "--no-sandbox", "--spawn", "2"],
+    );
+    let first = w.0.id();
+    wait_until("two workers to start", Duration::from_secs(30), || {
+        children_of(first) == 2
+    });
+    let run = submit(&repo, &server, &m);
+    let (_, dir) = started(&mark, &c);
+    // Only the process started first is told.
+    signal(&w, "TERM");
+    // The idle worker stops; the one holding the task goes on, and the first waits for it.
+    if !poll_until(Duration::from_secs(10), || children_of(first) == 1) {
+        panic!("the idle worker did not stop:\n{}", logs(&[&c]));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(w.0.try_wait().unwrap().is_none(), "{}", logs(&[&c]));
+    assert_eq!(children_of(first), 1, "{}", logs(&[&c]));
+    std::fs::write(mark.with_extension("go"), "").unwrap();
+    let (ok, j, err) = finish(run);
+    assert!(ok, "{j}\n{err}\n{}", logs(&[&c]));
+    assert_eq!(exited(&mut w, Duration::from_secs(30), &c), Some(0));
+    let said = logs(&[&c]);
+    assert_eq!(
+        said.matches("SIGTERM: finishing the tasks it holds")
+            .count(),
+        2,
+        "{said}"
+    );
+    assert!(workers_running(&held).is_empty(), "{said}");
+    assert!(!dir.exists(), "{} is left\n{said}", dir.display());
+}
