@@ -11,7 +11,9 @@
 //!
 //! A directory made with [`tracked`] is also listed for the process, so that a process about
 //! to end at once (a `git forum worker` told twice to stop) removes the ones still held
-//! ([`remove_tracked`]), which no destructor would.
+//! ([`remove_tracked`]), which no destructor would; and it names its process (id and start
+//! time) in a file, so that when the process was killed outright a later one removes it
+//! ([`sweep`]).
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -47,9 +49,26 @@ impl Drop for Tracked {
     }
 }
 
-/// [`dir`], listed for [`remove_tracked`] until dropped.
+/// The file in a [`Tracked`] directory that names the process holding it.
+const OWNER: &str = ".forum-owner";
+
+/// When process `pid` started (clock ticks since boot, `/proc/PID/stat`'s 22nd field): with the
+/// id, a name for the process that a later one reusing the id does not share.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's name, which may hold spaces and parentheses.
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// [`dir`], listed for [`remove_tracked`] until dropped, and naming this process for
+/// [`sweep`].
 pub(crate) fn tracked(prefix: &str) -> std::io::Result<Tracked> {
     let d = dir(prefix)?;
+    let me = std::process::id();
+    if let Some(start) = start_time(me) {
+        std::fs::write(d.path().join(OWNER), format!("{me} {start}\n"))?;
+    }
     let path = d.path().to_path_buf();
     TRACKED
         .lock()
@@ -80,6 +99,44 @@ pub(crate) fn dir_in(prefix: &str, parent: &Path) -> std::io::Result<TempDir> {
         .prefix(prefix)
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(parent)
+}
+
+/// Removes the directories named `PREFIX…` in the system's temporary folder that [`tracked`]
+/// made for a process of this user that is gone (killed outright, so that nothing removed
+/// them); returns how many. A directory whose process lives, that names no process, or that
+/// is another user's or not a directory is left alone.
+pub(crate) fn sweep(prefix: &str) -> usize {
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let uid = rustix::process::getuid().as_raw();
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().starts_with(prefix) {
+            continue;
+        }
+        let path = e.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if !ours {
+            continue;
+        }
+        let mut owner = String::new();
+        let read = std::fs::File::open(path.join(OWNER))
+            .and_then(|f| f.take(64).read_to_string(&mut owner));
+        let named = read.ok().and_then(|_| {
+            let (pid, start) = owner.trim().split_once(' ')?;
+            Some((pid.parse::<u32>().ok()?, start.parse::<u64>().ok()?))
+        });
+        let Some((pid, start)) = named else {
+            continue;
+        };
+        if start_time(pid) != Some(start) && std::fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 #[cfg(test)]
@@ -124,5 +181,34 @@ mod tests {
         assert!(super::remove_tracked() >= 1);
         assert!(!pa.exists(), "the held one is removed");
         drop(a);
+    }
+
+    #[test]
+    fn a_sweep_removes_only_directories_whose_process_is_gone() {
+        let prefix = format!("forum-sweep-test-{}-", std::process::id());
+        let live = super::tracked(&prefix).unwrap();
+        let owner = std::fs::read_to_string(live.path().join(super::OWNER)).unwrap();
+        assert!(
+            owner.starts_with(&format!("{} ", std::process::id())),
+            "{owner}"
+        );
+        // One left by a process that is gone (its start time is not ours), one naming nobody,
+        // and one whose owner file is garbage.
+        let gone = super::dir(&prefix).unwrap().keep();
+        std::fs::write(
+            gone.join(super::OWNER),
+            format!("{} 1\n", std::process::id()),
+        )
+        .unwrap();
+        std::fs::create_dir(gone.join("tree")).unwrap();
+        let nameless = super::dir(&prefix).unwrap().keep();
+        let garbage = super::dir(&prefix).unwrap().keep();
+        std::fs::write(garbage.join(super::OWNER), "x".repeat(10_000)).unwrap();
+        assert_eq!(super::sweep(&prefix), 1);
+        assert!(!gone.exists());
+        assert!(live.path().exists() && nameless.exists() && garbage.exists());
+        for d in [nameless, garbage] {
+            std::fs::remove_dir_all(d).unwrap();
+        }
     }
 }

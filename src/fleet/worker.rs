@@ -132,6 +132,16 @@ impl Ready {
             consumer,
             mut halts,
         } = self;
+        // What workers killed outright (SIGKILL, a crash) left: their tasks' directories, and
+        // this clone's records of those worktrees.
+        let swept = crate::scratch::sweep(TASK_DIR_PREFIX);
+        if swept > 0 {
+            let _ = git_line(&o.repo, &["worktree", "prune"]);
+            eprintln!(
+                "git forum worker: removed the directories of {swept} task(s) left by workers killed outright (in {})",
+                std::env::temp_dir().display()
+            );
+        }
         let consumer = match consumer {
             Some(c) => c,
             None => match wait::await_stream(&o, &conn)? {
@@ -224,6 +234,10 @@ struct Worker<'a> {
     /// pushes go without one at once instead of trying it first each time.
     plain_push: AtomicBool,
 }
+
+/// How a task's directory in the temporary folder is named (`scratch::sweep` finds those of
+/// workers that were killed by it).
+const TASK_DIR_PREFIX: &str = "forum-worker-";
 
 /// The most halted runs a worker remembers (the oldest is forgotten first).
 const REMEMBERED_HALTS: usize = 1024;
@@ -444,7 +458,7 @@ impl Worker<'_> {
             confinement: self.o.confinement.clone(),
             found_in_ref: false,
         };
-        let dir = match crate::scratch::tracked("forum-worker-") {
+        let dir = match crate::scratch::tracked(TASK_DIR_PREFIX) {
             Ok(d) => d,
             Err(e) => {
                 let r = failed(r, "work", format!("no directory for the worktree: {e}"));

@@ -1,7 +1,8 @@
 //! `git forum worker` and SIGINT/SIGTERM: the first signal makes it finish the task it holds
 //! (delivered, merged, its directory removed) and then exit 0; a second one ends it at once,
 //! killing the task's commands and removing the task's directory, with 128 + the signal's
-//! number. Each test starts its own `nats-server` (see `dispatch_nats.rs`) and stops it with
+//! number; `--spawn K` passes signals on; what a worker killed outright left, the next one
+//! removes. Each test starts its own `nats-server` (see `dispatch_nats.rs`) and stops it with
 //! everything else it starts.
 
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use crate::common::{Repo, on_each_kind, poll_until, wait_until};
 use crate::dispatch_nats::{
-    Killed, NatsServer, clone, finish, logs, model, shared, submit, worker,
+    Killed, NatsServer, Submitted, clone, finish, logs, model, shared, submit, worker,
 };
 
 /// One task, writing one file.
@@ -65,45 +66,74 @@ fn exited(w: &mut Killed, limit: Duration, clone: &tempfile::TempDir) -> Option<
     }
 }
 
+/// A worker (started with `extra` flags) holding the one task of a dispatched run: the
+/// processes, in the order they are stopped when it is dropped, and what the task's model
+/// said when it started.
+struct Holding {
+    w: Killed,
+    run: Submitted,
+    c: tempfile::TempDir,
+    mark: PathBuf,
+    /// The task's model process.
+    pid: u32,
+    /// The task's directory.
+    dir: PathBuf,
+    _bare: tempfile::TempDir,
+    server: NatsServer,
+}
+
+/// Starts a server, a worker in a clone with `extra` flags (`ready` is called once it is
+/// started, before the run) and a one-task dispatched run, and waits for the task to start.
+fn holding(repo: &Repo, extra: &[&str], ready: impl FnOnce(&Killed)) -> Holding {
+    let server = NatsServer::start();
+    let (bare, url) = shared(repo);
+    let m = model(repo, ONE);
+    let c = clone(&url);
+    let mark = c.path().join("started");
+    let held = holding_model(c.path(), &m, &mark);
+    let mut args = vec!["--name", "w", "--no-sandbox"];
+    args.extend_from_slice(extra);
+    let w = worker(repo, c.path(), &server, &held, &args);
+    ready(&w);
+    let run = submit(repo, &server, &m);
+    let (pid, dir) = started(&mark, &c);
+    Holding {
+        w,
+        run,
+        c,
+        mark,
+        pid,
+        dir,
+        _bare: bare,
+        server,
+    }
+}
+
 #[test]
 fn a_worker_told_to_stop_finishes_its_task_delivers_it_and_exits_clean() {
     on_each_kind(|repo: &Repo| {
-        let server = NatsServer::start();
-        let (_bare, url) = shared(repo);
-        let m = model(repo, ONE);
-        let c = clone(&url);
-        let mark = c.path().join("started");
-        let held = holding_model(c.path(), &m, &mark);
-        let mut w = worker(
-            repo,
-            c.path(),
-            &server,
-            &held,
-            &["--name", "w", "--no-sandbox"],
-        );
-        let run = submit(repo, &server, &m);
-        let (_, dir) = started(&mark, &c);
-        signal(&w, "TERM");
+        let mut h = holding(repo, &[], |_| {});
+        signal(&h.w, "TERM");
         // It holds its task: still running a while later, the task's directory there.
         std::thread::sleep(Duration::from_millis(1500));
-        assert!(w.0.try_wait().unwrap().is_none(), "{}", logs(&[&c]));
-        assert!(dir.exists());
-        std::fs::write(mark.with_extension("go"), "").unwrap();
-        let (ok, j, err) = finish(run);
+        assert!(h.w.0.try_wait().unwrap().is_none(), "{}", logs(&[&h.c]));
+        assert!(h.dir.exists());
+        std::fs::write(h.mark.with_extension("go"), "").unwrap();
+        let (ok, j, err) = finish(h.run);
         let answer = j["answer"].as_str().unwrap_or_default();
         assert!(
             ok && answer.contains("- T1: merged"),
             "{answer}\n{err}\n{}",
-            logs(&[&c])
+            logs(&[&h.c])
         );
-        assert_eq!(exited(&mut w, Duration::from_secs(30), &c), Some(0));
-        let said = logs(&[&c]);
+        assert_eq!(exited(&mut h.w, Duration::from_secs(30), &h.c), Some(0));
+        let said = logs(&[&h.c]);
         assert!(
             said.contains("SIGTERM: finishing the tasks it holds")
                 && said.contains("1 task(s) done"),
             "{said}"
         );
-        assert!(!dir.exists(), "{} is left\n{said}", dir.display());
+        assert!(!h.dir.exists(), "{} is left\n{said}", h.dir.display());
         repo.forum_ok(&["verify", "--deep"]);
     });
 }
@@ -111,33 +141,19 @@ fn a_worker_told_to_stop_finishes_its_task_delivers_it_and_exits_clean() {
 #[test]
 fn a_worker_told_twice_stops_at_once_kills_the_task_and_leaves_no_directory() {
     on_each_kind(|repo: &Repo| {
-        let server = NatsServer::start();
-        let (_bare, url) = shared(repo);
-        let m = model(repo, ONE);
-        let c = clone(&url);
-        let mark = c.path().join("started");
-        let held = holding_model(c.path(), &m, &mark);
-        let mut w = worker(
-            repo,
-            c.path(),
-            &server,
-            &held,
-            &["--name", "w", "--no-sandbox"],
-        );
-        let _run = submit(repo, &server, &m);
-        let (pid, dir) = started(&mark, &c);
-        signal(&w, "INT");
+        let mut h = holding(repo, &[], |_| {});
+        signal(&h.w, "INT");
         // A second signal within a second is taken as the first one's echo.
         std::thread::sleep(Duration::from_millis(1300));
-        signal(&w, "INT");
-        assert_eq!(exited(&mut w, Duration::from_secs(10), &c), Some(130));
-        let said = logs(&[&c]);
+        signal(&h.w, "INT");
+        assert_eq!(exited(&mut h.w, Duration::from_secs(10), &h.c), Some(130));
+        let said = logs(&[&h.c]);
         assert!(said.contains("SIGINT again: stopped at once"), "{said}");
-        assert!(!dir.exists(), "{} is left\n{said}", dir.display());
+        assert!(!h.dir.exists(), "{} is left\n{said}", h.dir.display());
         wait_until(
             "the task's model to be killed",
             Duration::from_secs(10),
-            || !Path::new(&format!("/proc/{pid}")).exists(),
+            || !Path::new(&format!("/proc/{}", h.pid)).exists(),
         );
     });
 }
@@ -187,39 +203,28 @@ fn workers_running(script: &str) -> Vec<u32> {
 #[test]
 fn a_worker_that_spawned_workers_passes_a_signal_on_and_waits_for_them() {
     let repo = Repo::new("sha1");
-    let server = NatsServer::start();
-    let (_bare, url) = shared(&repo);
-    let m = model(&repo, ONE);
-    let c = clone(&url);
-    let mark = c.path().join("started");
-    let held = holding_model(c.path(), &m, &mark);
-    let mut w = worker(
-        &repo,
-        c.path(),
-        &server,
-        &held,
-        &["--name", "w", "--no-sandbox", "--spawn", "2"],
-    );
-    let first = w.0.id();
-    wait_until("two workers to start", Duration::from_secs(30), || {
-        children_of(first) == 2
+    let mut first = 0;
+    let mut h = holding(&repo, &["--spawn", "2"], |w| {
+        first = w.0.id();
+        wait_until("two workers to start", Duration::from_secs(30), || {
+            children_of(first) == 2
+        });
     });
-    let run = submit(&repo, &server, &m);
-    let (_, dir) = started(&mark, &c);
+    let held = h.c.path().join("holding.sh").display().to_string();
     // Only the process started first is told.
-    signal(&w, "TERM");
+    signal(&h.w, "TERM");
     // The idle worker stops; the one holding the task goes on, and the first waits for it.
     if !poll_until(Duration::from_secs(10), || children_of(first) == 1) {
-        panic!("the idle worker did not stop:\n{}", logs(&[&c]));
+        panic!("the idle worker did not stop:\n{}", logs(&[&h.c]));
     }
     std::thread::sleep(Duration::from_millis(500));
-    assert!(w.0.try_wait().unwrap().is_none(), "{}", logs(&[&c]));
-    assert_eq!(children_of(first), 1, "{}", logs(&[&c]));
-    std::fs::write(mark.with_extension("go"), "").unwrap();
-    let (ok, j, err) = finish(run);
-    assert!(ok, "{j}\n{err}\n{}", logs(&[&c]));
-    assert_eq!(exited(&mut w, Duration::from_secs(30), &c), Some(0));
-    let said = logs(&[&c]);
+    assert!(h.w.0.try_wait().unwrap().is_none(), "{}", logs(&[&h.c]));
+    assert_eq!(children_of(first), 1, "{}", logs(&[&h.c]));
+    std::fs::write(h.mark.with_extension("go"), "").unwrap();
+    let (ok, j, err) = finish(h.run);
+    assert!(ok, "{j}\n{err}\n{}", logs(&[&h.c]));
+    assert_eq!(exited(&mut h.w, Duration::from_secs(30), &h.c), Some(0));
+    let said = logs(&[&h.c]);
     assert_eq!(
         said.matches("SIGTERM: finishing the tasks it holds")
             .count(),
@@ -227,5 +232,50 @@ fn a_worker_that_spawned_workers_passes_a_signal_on_and_waits_for_them() {
         "{said}"
     );
     assert!(workers_running(&held).is_empty(), "{said}");
-    assert!(!dir.exists(), "{} is left\n{said}", dir.display());
+    assert!(!h.dir.exists(), "{} is left\n{said}", h.dir.display());
+}
+
+/// A worker killed outright (SIGKILL) leaves its task's directory; the next worker started
+/// in that clone removes it and the clone's record of the worktree, and does the task once its
+/// lease runs out.
+#[test]
+fn the_next_worker_removes_what_a_worker_killed_outright_left() {
+    let repo = Repo::new("sha1");
+    let mut h = holding(&repo, &[], |_| {});
+    h.w.0.kill().unwrap();
+    h.w.0.wait().unwrap();
+    assert!(h.dir.exists(), "SIGKILL leaves the directory");
+    let listed = |c: &tempfile::TempDir| {
+        std::process::Command::new("git")
+            .args(["worktree", "list", "--porcelain"])
+            .current_dir(c.path().join("c"))
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap()
+    };
+    let tree = h.dir.join("tree").display().to_string();
+    assert!(listed(&h.c).contains(&tree), "{}", listed(&h.c));
+    // The killed worker's model, orphaned, may go on; nothing listens to it.
+    std::fs::write(h.mark.with_extension("go"), "").unwrap();
+    let held = h.c.path().join("holding.sh").display().to_string();
+    let _next = crate::dispatch_nats::worker_at(
+        &repo,
+        h.c.path(),
+        &h.server.url(),
+        &held,
+        &["--name", "next", "--no-sandbox"],
+    );
+    wait_until(
+        "the next worker to remove it",
+        Duration::from_secs(30),
+        || !h.dir.exists(),
+    );
+    let (ok, j, err) = finish(h.run);
+    assert!(ok, "{j}\n{err}\n{}", logs(&[&h.c]));
+    let said = logs(&[&h.c]);
+    assert!(
+        said.contains("removed the directories of 1 task(s) left by workers killed outright"),
+        "{said}"
+    );
+    assert!(!listed(&h.c).contains(&tree), "{}", listed(&h.c));
 }
