@@ -122,9 +122,14 @@ pub(crate) fn sweep(prefix: &str) -> usize {
         if !ours {
             continue;
         }
+        // A plain file only: a pipe there would block the open, a link lead elsewhere.
+        let owner_file = path.join(OWNER);
+        if !std::fs::symlink_metadata(&owner_file).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
         let mut owner = String::new();
-        let read = std::fs::File::open(path.join(OWNER))
-            .and_then(|f| f.take(64).read_to_string(&mut owner));
+        let read =
+            std::fs::File::open(&owner_file).and_then(|f| f.take(64).read_to_string(&mut owner));
         let named = read.ok().and_then(|_| {
             let (pid, start) = owner.trim().split_once(' ')?;
             Some((pid.parse::<u32>().ok()?, start.parse::<u64>().ok()?))
@@ -204,10 +209,25 @@ mod tests {
         let nameless = super::dir(&prefix).unwrap().keep();
         let garbage = super::dir(&prefix).unwrap().keep();
         std::fs::write(garbage.join(super::OWNER), "x".repeat(10_000)).unwrap();
+        // An owner that is a pipe (opening it would block) or a link to a gone process's file.
+        let piped = super::dir(&prefix).unwrap().keep();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            piped.join(super::OWNER),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let linked = super::dir(&prefix).unwrap().keep();
+        let elsewhere = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(elsewhere.path(), format!("{} 1\n", std::process::id())).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), linked.join(super::OWNER)).unwrap();
         assert_eq!(super::sweep(&prefix), 1);
         assert!(!gone.exists());
         assert!(live.path().exists() && nameless.exists() && garbage.exists());
-        for d in [nameless, garbage] {
+        assert!(piped.exists() && linked.exists());
+        for d in [nameless, garbage, piped, linked] {
             std::fs::remove_dir_all(d).unwrap();
         }
     }
