@@ -235,8 +235,8 @@ struct Worker<'a> {
     plain_push: AtomicBool,
 }
 
-/// How a task's directory in the temporary folder is named (`scratch::sweep` finds those of
-/// workers that were killed by it).
+/// How a task's directory in the temporary folder is named: by it `scratch::sweep` finds the
+/// ones that workers killed outright left.
 const TASK_DIR_PREFIX: &str = "forum-worker-";
 
 /// The most halted runs a worker remembers (the oldest is forgotten first).
