@@ -52,6 +52,13 @@ impl Drop for Tracked {
 /// The file in a [`Tracked`] directory that names the process holding it.
 const OWNER: &str = ".forum-owner";
 
+/// The pid namespace of this process (`/proc/self/ns/pid`, `pid:[N]`): process ids name
+/// processes only within it, and a temporary folder may be shared with another (a container).
+fn pid_namespace() -> Option<String> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    Some(link.to_string_lossy().into_owned())
+}
+
 /// When process `pid` started (clock ticks since boot, `/proc/PID/stat`'s 22nd field): with the
 /// id, a name for the process that a later one reusing the id does not share.
 fn start_time(pid: u32) -> Option<u64> {
@@ -66,8 +73,8 @@ fn start_time(pid: u32) -> Option<u64> {
 pub(crate) fn tracked(prefix: &str) -> std::io::Result<Tracked> {
     let d = dir(prefix)?;
     let me = std::process::id();
-    if let Some(start) = start_time(me) {
-        std::fs::write(d.path().join(OWNER), format!("{me} {start}\n"))?;
+    if let (Some(start), Some(ns)) = (start_time(me), pid_namespace()) {
+        std::fs::write(d.path().join(OWNER), format!("{me} {start} {ns}\n"))?;
     }
     let path = d.path().to_path_buf();
     TRACKED
@@ -103,12 +110,15 @@ pub(crate) fn dir_in(prefix: &str, parent: &Path) -> std::io::Result<TempDir> {
 
 /// Removes the directories named `PREFIX…` in the system's temporary folder that [`tracked`]
 /// made for a process of this user that is gone (killed outright, so that nothing removed
-/// them); returns how many. A directory whose process lives, that names no process, or that
-/// is another user's or not a directory is left alone.
+/// them); returns how many. A directory whose process lives, that names no process or one of
+/// another pid namespace, or that is another user's or not a directory is left alone.
 pub(crate) fn sweep(prefix: &str) -> usize {
     use std::io::Read as _;
     use std::os::unix::fs::MetadataExt as _;
     let uid = rustix::process::getuid().as_raw();
+    let Some(our_ns) = pid_namespace() else {
+        return 0;
+    };
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return 0;
     };
@@ -131,7 +141,9 @@ pub(crate) fn sweep(prefix: &str) -> usize {
         let read =
             std::fs::File::open(&owner_file).and_then(|f| f.take(64).read_to_string(&mut owner));
         let named = read.ok().and_then(|_| {
-            let (pid, start) = owner.trim().split_once(' ')?;
+            let mut f = owner.split_whitespace();
+            let (pid, start, ns) = (f.next()?, f.next()?, f.next()?);
+            (ns == our_ns).then_some(())?;
             Some((pid.parse::<u32>().ok()?, start.parse::<u64>().ok()?))
         });
         let Some((pid, start)) = named else {
@@ -199,10 +211,19 @@ mod tests {
         );
         // One left by a process that is gone (its start time is not ours), one naming nobody,
         // and one whose owner file is garbage.
+        let ns = super::pid_namespace().unwrap();
+        assert!(owner.trim_end().ends_with(&ns), "{owner}");
         let gone = super::dir(&prefix).unwrap().keep();
         std::fs::write(
             gone.join(super::OWNER),
-            format!("{} 1\n", std::process::id()),
+            format!("{} 1 {ns}\n", std::process::id()),
+        )
+        .unwrap();
+        // The same, made in another pid namespace (where the id names another process).
+        let foreign = super::dir(&prefix).unwrap().keep();
+        std::fs::write(
+            foreign.join(super::OWNER),
+            format!("{} 1 pid:[1]\n", std::process::id()),
         )
         .unwrap();
         std::fs::create_dir(gone.join("tree")).unwrap();
@@ -221,13 +242,13 @@ mod tests {
         .unwrap();
         let linked = super::dir(&prefix).unwrap().keep();
         let elsewhere = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(elsewhere.path(), format!("{} 1\n", std::process::id())).unwrap();
+        std::fs::write(elsewhere.path(), format!("{} 1 {ns}\n", std::process::id())).unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), linked.join(super::OWNER)).unwrap();
         assert_eq!(super::sweep(&prefix), 1);
         assert!(!gone.exists());
         assert!(live.path().exists() && nameless.exists() && garbage.exists());
-        assert!(piped.exists() && linked.exists());
-        for d in [nameless, garbage, piped, linked] {
+        assert!(piped.exists() && linked.exists() && foreign.exists());
+        for d in [nameless, garbage, piped, linked, foreign] {
             std::fs::remove_dir_all(d).unwrap();
         }
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::common::{Repo, on_each_kind, poll_until, wait_until};
 use crate::dispatch_nats::{
-    Killed, NatsServer, Submitted, clone, finish, logs, model, shared, submit, worker,
+    Killed, NatsServer, Submitted, clone, finish, logs, model, shared, submit,
 };
 
 /// One task, writing one file.
@@ -82,6 +82,36 @@ struct Holding {
     server: NatsServer,
 }
 
+/// `git forum worker` in `clone` on `server` with `cmd` as its seat and `extra` flags, its
+/// temporary folder `clone/tmp`: other tests' workers, which remove what killed workers of
+/// this user left in theirs, never see this one's task directories.
+fn worker_here(
+    repo: &Repo,
+    clone: &Path,
+    server: &NatsServer,
+    cmd: &str,
+    extra: &[&str],
+) -> Killed {
+    let tmp = clone.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut c = repo.forum();
+    c.current_dir(clone.join("c"))
+        .env("TMPDIR", &tmp)
+        .args([
+            "worker",
+            "--nats",
+            &server.url(),
+            "--lease",
+            "2",
+            "--cmd",
+            cmd,
+        ])
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(clone.join("worker.log")).unwrap());
+    Killed(c.spawn().unwrap())
+}
+
 /// Starts a server, a worker in a clone with `extra` flags (`ready` is called once it is
 /// started, before the run) and a one-task dispatched run, and waits for the task to start.
 fn holding(repo: &Repo, extra: &[&str], ready: impl FnOnce(&Killed)) -> Holding {
@@ -93,7 +123,7 @@ fn holding(repo: &Repo, extra: &[&str], ready: impl FnOnce(&Killed)) -> Holding 
     let held = holding_model(c.path(), &m, &mark);
     let mut args = vec!["--name", "w", "--no-sandbox"];
     args.extend_from_slice(extra);
-    let w = worker(repo, c.path(), &server, &held, &args);
+    let w = worker_here(repo, c.path(), &server, &held, &args);
     ready(&w);
     let run = submit(repo, &server, &m);
     let (pid, dir) = started(&mark, &c);
@@ -260,10 +290,10 @@ fn the_next_worker_removes_what_a_worker_killed_outright_left() {
     // The killed worker's model, orphaned, may go on; nothing listens to it.
     std::fs::write(h.mark.with_extension("go"), "").unwrap();
     let held = h.c.path().join("holding.sh").display().to_string();
-    let _next = crate::dispatch_nats::worker_at(
+    let _next = worker_here(
         &repo,
         h.c.path(),
-        &h.server.url(),
+        &h.server,
         &held,
         &["--name", "next", "--no-sandbox"],
     );
