@@ -333,13 +333,28 @@ pub(crate) fn worker(
 
 /// [`worker`] on the server at `url`.
 pub(crate) fn worker_at(repo: &Repo, clone: &Path, url: &str, cmd: &str, extra: &[&str]) -> Killed {
+    Killed(
+        worker_command(repo, clone, url, cmd, extra)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The command [`worker_at`] starts, for a caller that sets more on it first.
+pub(crate) fn worker_command(
+    repo: &Repo,
+    clone: &Path,
+    url: &str,
+    cmd: &str,
+    extra: &[&str],
+) -> Command {
     let mut c = repo.forum();
     c.current_dir(clone.join("c"))
         .args(["worker", "--nats", url, "--lease", "2", "--cmd", cmd])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(clone.join("worker.log")).unwrap());
-    Killed(c.spawn().unwrap())
+    c
 }
 
 /// What the workers in `clones` said on standard error (for a failure's message).

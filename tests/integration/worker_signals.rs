@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::common::{Repo, on_each_kind, poll_until, wait_until};
 use crate::dispatch_nats::{
-    Killed, NatsServer, Submitted, clone, finish, logs, model, shared, submit,
+    Killed, NatsServer, Submitted, clone, finish, logs, model, shared, submit, worker_command,
 };
 
 /// One task, writing one file.
@@ -94,22 +94,8 @@ fn worker_here(
 ) -> Killed {
     let tmp = clone.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let mut c = repo.forum();
-    c.current_dir(clone.join("c"))
-        .env("TMPDIR", &tmp)
-        .args([
-            "worker",
-            "--nats",
-            &server.url(),
-            "--lease",
-            "2",
-            "--cmd",
-            cmd,
-        ])
-        .args(extra)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(clone.join("worker.log")).unwrap());
-    Killed(c.spawn().unwrap())
+    let mut c = worker_command(repo, clone, &server.url(), cmd, extra);
+    Killed(c.env("TMPDIR", &tmp).spawn().unwrap())
 }
 
 /// Starts a server, a worker in a clone with `extra` flags (`ready` is called once it is
