@@ -30,6 +30,10 @@
 //! then one import of N entries whose payload rows are scrambled, so every body is found
 //! through import's index.
 //!
+//! `--write-forum-dir DIR` writes the N-entry Forum directory the steps import (entries and
+//! payload rows, Forum's exact format) into DIR and stops, for profiling `import` or a cold
+//! `verify --deep` by hand on the same rows.
+//!
 //! `--busy` runs the same comparisons while a second process spins on every core (the header
 //! says which mode ran).
 //!
@@ -264,6 +268,11 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    if let Some(dir) = flag("--write-forum-dir") {
+        write_forum_dir(Path::new(&dir), n);
+        println!("wrote a {n}-entry Forum directory to {dir}");
+        return;
+    }
     let only = flag("--only");
     if let Some(o) = &only
         && o != "verify"

@@ -20,11 +20,15 @@
 //! two reads were: an object is first looked for a few entries either side of them (one 20- or
 //! 32-byte compare each, of ids held side by side), and only then through the index.
 //!
-//! The pack files are read with positioned reads into a few windows per thread rather than
+//! Large pack files are read with positioned reads into a few windows per thread rather than
 //! mapped: pages of a mapping count towards the process's resident set once touched, so a
 //! verify that reads every object of a large pack would hold the whole pack resident (60 MiB
 //! for 100,000 distinct bodies). Windows bound that to 1 MiB per thread, and the kernel's page
-//! cache serves the reads just as well.
+//! cache serves the reads just as well. Packs of at most [`MAP_BYTES`] together are mapped
+//! instead, once for every thread: each thread's windows would be fresh memory, zeroed, faulted
+//! in and filled by a copy of pages the cache already holds, which for a 10,000-entry ledger
+//! cost more than the mapping's few faults (a profile of a cold deep verify there put a tenth
+//! of its CPU in faulting in fresh pages and copying reads, most of it the windows).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
@@ -45,6 +49,8 @@ const WINDOW: u64 = 64 << 10;
 /// regions in step: the current entries' trees and bodies, and those of earlier entries whose
 /// bodies these repeat. With too few windows for the regions in play, each evicts the next.
 const WINDOWS: usize = 16;
+/// Packs of at most this many bytes together are mapped rather than read through windows.
+const MAP_BYTES: u64 = 32 << 20;
 
 /// Where, relative to a recent read's position in pack order, the next object is looked for
 /// first: the parent commit just before, the blob just after its tree, the previous entry's
@@ -55,6 +61,8 @@ const NEAR: [isize; 6] = [-1, 1, -3, -2, 2, 3];
 struct Pack {
     index: index::File,
     data: File,
+    /// The whole file, mapped, when the packs are small enough ([`MAP_BYTES`]).
+    map: Option<memmap2::Mmap>,
     /// Every entry's offset, ascending: an entry ends where the next one starts.
     offsets: Vec<u64>,
     /// The id of the entry at each place in `offsets` (pack order), `width` bytes each, so a
@@ -76,6 +84,11 @@ impl Packs {
     /// Opens every `*.idx` with its pack under `objects/pack`. A pack that cannot be opened is
     /// skipped: its objects are then read through gix, which reports any real problem.
     pub(crate) fn open(objects_dir: &Path, hash: HashKind) -> Packs {
+        Packs::open_mapping(objects_dir, hash, MAP_BYTES)
+    }
+
+    /// [`Packs::open`], mapping the packs when they come to at most `map_bytes` together.
+    fn open_mapping(objects_dir: &Path, hash: HashKind, map_bytes: u64) -> Packs {
         let Ok(dir) = std::fs::read_dir(objects_dir.join("pack")) else {
             return Packs::default();
         };
@@ -93,15 +106,33 @@ impl Packs {
                 Some(Pack {
                     index,
                     data,
+                    map: None,
                     offsets,
                     ids,
                     width,
                     end,
                 })
             })
-            .collect();
-        Packs(Arc::new(packs))
+            .collect::<Vec<_>>();
+        Packs(Arc::new(mapped_when_small(packs, map_bytes)))
     }
+}
+
+/// `packs`, each mapped when all of them together are at most `map_bytes`. A pack that cannot be
+/// mapped is read through windows.
+#[allow(unsafe_code)]
+fn mapped_when_small(mut packs: Vec<Pack>, map_bytes: u64) -> Vec<Pack> {
+    if packs.iter().map(|p| p.end).sum::<u64>() <= map_bytes {
+        for p in &mut packs {
+            // SAFETY: git writes a pack whole under a temporary name and never changes it once
+            // it has its name (a repack writes new files and removes old ones, which leaves a
+            // mapping intact), as gix and git themselves rely on when they map packs. Every
+            // read of the mapping is bounds-checked against its length, and nothing read is
+            // trusted: each object is hashed against the id it was asked for.
+            p.map = unsafe { memmap2::Mmap::map(&p.data) }.ok();
+        }
+    }
+    packs
 }
 
 /// Every entry's offset in ascending order, and the ids of `index` in that order, `width`
@@ -345,7 +376,10 @@ impl Windows {
     /// Bytes `from..to` of pack `k`: from a window that holds them, from a window read now
     /// when the read looks like part of a run, or read alone. `None` when the pack cannot be
     /// read there.
-    fn bytes(&mut self, k: usize, pack: &Pack, from: u64, to: u64) -> Option<&[u8]> {
+    fn bytes<'a>(&'a mut self, k: usize, pack: &'a Pack, from: u64, to: u64) -> Option<&'a [u8]> {
+        if let Some(map) = &pack.map {
+            return map.get(usize::try_from(from).ok()?..usize::try_from(to).ok()?);
+        }
         let slice = |w: &Window| {
             let at = (from - w.start) as usize;
             at..at + (to - from) as usize
@@ -456,7 +490,8 @@ mod tests {
         crate::store::pack::write_pack(&objects, hash, &objs, level, false)
             .unwrap()
             .release();
-        let mut reader = Reader::new(Packs::open(&objects, hash));
+        let mut reader = Reader::new(Packs::open_mapping(&objects, hash, 0));
+        assert!(reader.packs.0.iter().all(|p| p.map.is_none()));
         let mut buf = Vec::new();
         // Backwards, as verify walks, then forwards.
         for o in objs.iter().rev().chain(objs.iter()) {
@@ -468,7 +503,7 @@ mod tests {
         // Six regions read in step, as verify reads a batch pack's trees and bodies along
         // with those of earlier entries that later ones repeat: each region's bytes are read
         // about once, not once per switch between regions.
-        let mut reader = Reader::new(Packs::open(&objects, hash));
+        let mut reader = Reader::new(Packs::open_mapping(&objects, hash, 0));
         let small: Vec<_> = objs.iter().filter(|o| o.data.len() < 10_000).collect();
         let stride = small.len() / 6;
         for step in (0..stride).rev() {
@@ -485,6 +520,22 @@ mod tests {
         );
         let missing = crate::store::git::object(hash, Kind::Blob, b"absent".to_vec()).unwrap();
         assert_eq!(reader.read(&missing.id, &mut buf), None);
+
+        // The same pack mapped (it is under `MAP_BYTES`): every object reads back as written,
+        // in both orders, and no window is read.
+        let mut reader = Reader::new(Packs::open(&objects, hash));
+        assert!(reader.packs.0.iter().all(|p| p.map.is_some()));
+        for o in objs.iter().rev().chain(objs.iter()) {
+            assert_eq!(reader.read(&o.id, &mut buf), Some(o.kind), "{}", o.id);
+            assert!(buf == o.data, "{} reads back as written", o.id);
+        }
+        assert_eq!(reader.windows.read_bytes, 0);
+        assert!(reader.windows.held.is_empty());
+        assert_eq!(reader.read(&missing.id, &mut buf), None);
+        // Packs larger than that together are read through windows.
+        let pack_len: u64 = reader.packs.0.iter().map(|p| p.end).sum();
+        let reader = Reader::new(Packs::open_mapping(&objects, hash, pack_len - 1));
+        assert!(reader.packs.0.iter().all(|p| p.map.is_none()));
     }
 
     /// Objects are found next to the last reads when they sit there, through the index
