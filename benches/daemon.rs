@@ -15,7 +15,8 @@
 //! [--only ROUTE,...] [--busy]` runs the daemon's read routes under wrk against a hello-world
 //! axum server in the same run, while A clients append (see `support/daemon_wrk.rs`); `--only`
 //! keeps the routes that start with one of the given prefixes (`--only /status,/log`), and
-//! `--routes PATH,...` runs the given read paths instead (`--routes /log?limit=1,/log?limit=100`).
+//! `--routes PATH,...` runs the given read paths instead (`--routes /log?limit=1,/log?limit=100`);
+//! `--hello-sized` compares each route with a hello-world answer of the route's own length.
 //!
 //! `--replay-memory` measures the daemon's memory instead: it imports a ledger of `--entries`
 //! entries (default 45,001, seq 0 to 45,000) as one Forum directory, starts the daemon, and has

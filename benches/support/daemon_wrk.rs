@@ -16,6 +16,13 @@
 //! latency during the rounds, the secret scan's cost per append (the scan `POST /append` makes,
 //! timed in this process over the appenders' bodies: the median of 20,000), and `uptime`.
 //! Nothing is asserted about time.
+//!
+//! `--hello-sized` makes the other side of each comparison an answer as long as the route's:
+//! the hello-world server also answers `GET /bytes/N` with N bytes of JSON text, and each
+//! route's hello rounds ask it for the length of the route's own answer (read once before its
+//! rounds). That separates what the daemon's own path costs from what moving a longer answer
+//! through HTTP, the loopback and wrk costs any server: the comparison stays the
+//! default.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -39,7 +46,19 @@ pub(crate) fn hello_server() {
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         println!("listening http://{}", listener.local_addr().unwrap());
-        let app = axum::Router::new().route("/", axum::routing::get(|| async { "Hello, World!" }));
+        let sized = |axum::extract::Path(n): axum::extract::Path<usize>| async move {
+            // A JSON array of spaces, N bytes long (N ≥ 2).
+            let n = n.clamp(2, 1 << 20);
+            let mut body = vec![b' '; n];
+            (body[0], body[n - 1]) = (b'[', b']');
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+        };
+        let app = axum::Router::new()
+            .route("/", axum::routing::get(|| async { "Hello, World!" }))
+            .route("/bytes/{n}", axum::routing::get(sized));
         axum::serve(listener, app).await.unwrap();
     });
 }
@@ -281,13 +300,22 @@ pub(crate) fn run(args: &[String]) {
     let mut summary = Vec::new();
     let mut failed = false;
     let mut round_secs = Vec::new();
+    let sized = args.iter().any(|a| a == "--hello-sized");
     for route in &routes {
         let mut ratios = Vec::new();
         let mut ours = Vec::new();
+        let hello_path = if sized {
+            let (code, body) = Conn::open(&addr).send_for_body("GET", route, "");
+            assert_eq!(code, 200, "GET {route}");
+            println!("{route}: {} bytes; hello-world answers as many", body.len());
+            format!("/bytes/{}", body.len())
+        } else {
+            "/".to_string()
+        };
         for r in 0..rounds {
             state.round.store(1, Ordering::Relaxed);
             let h = wrk(
-                &format!("http://{hello_addr}/"),
+                &format!("http://{hello_addr}{hello_path}"),
                 &token,
                 threads,
                 conns,
