@@ -398,7 +398,10 @@ fn seal_pack(
 ) -> std::io::Result<ObjectId> {
     use std::os::unix::fs::FileExt as _;
     let mut hasher = Checksum::new(hash);
-    let mut chunk = vec![0u8; 1 << 20];
+    // 128 KiB: a 1 MiB buffer's first touch (256 fresh pages, faulted in on this thread while
+    // the index is merged on the other) cost more than its fewer reads saved (an import of
+    // 10,000 entries, alternated: 53.5 against 50.2 ms; 100,000: 381.9 against 357.9 ms).
+    let mut chunk = vec![0u8; 1 << 17];
     each_chunk(lead, lead_len, &mut chunk, "first", |bytes, _| {
         hasher.update(bytes);
         Ok(())
