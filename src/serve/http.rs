@@ -37,6 +37,10 @@
 //!
 //! A refusal at any step changes nothing: the dispatcher is not called.
 //!
+//! A read the cache answers (the `fast` module) is answered on the connection's own task,
+//! before the request reaches the router, when every check above would pass; anything else
+//! goes to the router and the checks in order.
+//!
 //! Paths are matched literally: a query string is a 404, as in Forum, except on
 //! `GET /replay/SEQ`, which reads a page at a time (`?limit=&after=`).
 //! `POST /append` takes an `Idempotency-Key` header (see the dispatcher's append).
@@ -267,9 +271,6 @@ async fn read_body(body: Body, limit: usize) -> Result<Vec<u8>, Response> {
 }
 
 async fn handle(State(server): State<Arc<Server>>, req: Request) -> Response {
-    if let Some(r) = fast::answer(&server, &req) {
-        return r;
-    }
     let (parts, body) = req.into_parts();
     if super::pages::is_view(parts.uri.path()) {
         return view::answer(&server, &parts).await;
@@ -552,9 +553,10 @@ pub(crate) async fn serve(
     let (max_connections, idle_timeout) =
         (server.limits.max_connections, server.limits.read_timeout);
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let app = router(server);
+    let app = router(server.clone());
+    let fast: conns::Fast = Arc::new(move |req| fast::answer(&server, req));
     let task = tokio::spawn(async move {
-        accept_loop(listener, app, max_connections, idle_timeout, stopped).await;
+        accept_loop(listener, app, fast, max_connections, idle_timeout, stopped).await;
         Ok::<(), std::io::Error>(())
     });
     shutdown.await;

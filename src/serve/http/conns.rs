@@ -134,6 +134,14 @@ impl Conns {
     }
 }
 
+/// What answers a request on the connection's own task, before the router, when it can
+/// (the cached reads: `fast.rs`); `None` hands the request to the router.
+pub(super) type Fast = Arc<
+    dyn Fn(&hyper::Request<hyper::body::Incoming>) -> Option<axum::response::Response>
+        + Send
+        + Sync,
+>;
+
 /// Accepts connections until `stop` turns true, then waits for every open connection to end
 /// (each is asked to finish its request in flight and close). At most `max_connections` are
 /// open at once; at the cap, the one waiting longest on its client is closed to make room (see
@@ -142,10 +150,12 @@ impl Conns {
 pub(super) async fn accept_loop(
     listener: tokio::net::TcpListener,
     app: Router,
+    fast: Fast,
     max_connections: usize,
     idle_timeout: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    use futures_util::future::Either;
     use hyper::service::Service as _;
     use hyper_util::rt::TokioIo;
     use hyper_util::service::TowerToHyperService;
@@ -178,12 +188,17 @@ pub(super) async fn accept_loop(
         let (id, conn) = conns.add();
         let tracked = conn.clone();
         let app = app.clone();
-        // Each request carries its connection, so the handler can mark it busy.
+        let fast = fast.clone();
+        // A read the cache answers is answered here; any other request goes to the router,
+        // carrying its connection so the handler can mark it busy.
         let service =
             hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                 tracked.started.fetch_add(1, Ordering::Relaxed);
+                if let Some(r) = fast(&req) {
+                    return Either::Left(std::future::ready(Ok(r)));
+                }
                 req.extensions_mut().insert(tracked.clone());
-                TowerToHyperService::new(app.clone()).call(req)
+                Either::Right(TowerToHyperService::new(app.clone()).call(req))
             });
         let mut stop = stop.clone();
         let conns = conns.clone();

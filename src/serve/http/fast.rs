@@ -1,8 +1,9 @@
-//! The reads answered on the runtime's own workers, before anything is allocated for the
-//! request: `GET /health`, `/status`, `/checkpoint`, `/ledger/SEQ`, `/payload/SEQ` (a body
-//! answered before) and `/log?limit=N` (N up to 100), when the cached entries are
-//! the ledger's (see the dispatcher's `fresh` module). The answer is bytes kept by the cache,
-//! shared with the response, not JSON built again.
+//! The reads answered on the runtime's own workers, on the connection's task before the
+//! request reaches the router (which boxes its body and its handler's future), so before
+//! anything is allocated for the request: `GET /health`, `/status`, `/checkpoint`,
+//! `/ledger/SEQ`, `/payload/SEQ` (a body answered before) and `/log?limit=N` (N up to 100),
+//! when the cached entries are the ledger's (see the dispatcher's `fresh` module). The answer
+//! is bytes kept by the cache, shared with the response, not JSON built again.
 //!
 //! A request takes this path only when every check of the ordinary path would pass: the Host
 //! and Origin, the token its route asks, a text `Idempotency-Key` if any, no body, and a free
@@ -11,7 +12,6 @@
 //! which answers it exactly as before.
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::Request;
 use axum::http::{Method, header};
 use axum::response::Response;
 
@@ -69,7 +69,7 @@ pub(super) fn json_response(body: Bytes) -> Response {
 }
 
 /// Whether the ordinary path's checks before the body would all pass for `req`.
-fn admitted(server: &Server, req: &Request, path: &str) -> Option<()> {
+fn admitted<B>(server: &Server, req: &axum::http::Request<B>, path: &str) -> Option<()> {
     let headers = req.headers();
     let host = headers.get(header::HOST)?.to_str().ok()?;
     server.guard.host_allowed(host).then_some(())?;
@@ -114,7 +114,11 @@ fn cached(
 }
 
 /// The answer to `req` from the cache, or `None` for the ordinary path (see the module doc).
-pub(super) fn answer(server: &Server, req: &Request) -> Option<Response> {
+/// The connection's service asks it before the request is handed to the router.
+pub(super) fn answer<B: HttpBody>(
+    server: &Server,
+    req: &axum::http::Request<B>,
+) -> Option<Response> {
     if req.method() != Method::GET || !req.body().is_end_stream() {
         return None;
     }
