@@ -10,12 +10,14 @@
 //! script's call log is checked: one plan, four tasks (the second wave's with both results of
 //! the first), four judgments, one synthesis, on either side.
 //!
-//! Printed per side: medians (and means) of the wall time, of the process's own CPU (user +
-//! system of the `submit` process itself, read from `/proc/PID/stat` after it exits and before
-//! it is reaped) and of its children's CPU (the same file's `cutime` + `cstime`: the model
-//! script and everything it started, and any `git` process), then Forum's wall time over ours
-//! and our own CPU over our children's. `/proc` counts in clock ticks (10 ms here), so the
-//! means are the finer figures. `uptime` is printed before and after; `--busy` runs the same
+//! Printed per side: medians (and means) of the wall time, of the process's own CPU (the
+//! `submit` process and its threads) and of its children's CPU (every process under it: the
+//! reapers it clones, the model script and anything that started, any `git`), then Forum's
+//! wall time over ours and our own CPU over our children's. Both CPU figures come from two
+//! task-clock counters the kernel keeps on the process (`support/cpu_clock.rs`: each side runs
+//! behind a shell that waits until they are attached); where the kernel refuses them they come
+//! from `/proc/PID/stat` read while the process is a zombie, in 10 ms clock ticks, and the line
+//! says so. `uptime` is printed before and after; `--busy` runs the same
 //! comparison while a second process spins on every core.
 //!
 //! `--bin PATH` runs that `git-forum` binary as ours instead of this build's. `--before PATH`
@@ -30,6 +32,8 @@
 
 #[path = "support/busy.rs"]
 mod busy;
+#[path = "support/cpu_clock.rs"]
+mod cpu_clock;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -126,17 +130,37 @@ struct Sample {
     wall: f64,
     own: f64,
     children: f64,
+    /// Whether `own` and `children` come from the task clock (else from `/proc`'s ticks).
+    precise: bool,
 }
 
-/// Runs `c` to its end: wall time, and the CPU of the process itself and of its (waited-for)
-/// children, read from its `/proc` entry while it is a zombie (exited, not yet reaped).
-fn measure(c: &mut Command, tick: f64) -> (Sample, std::process::Output) {
+/// Runs `c` to its end: wall time, and the CPU of the process itself and of everything under
+/// it. `counted`: from the task clock ([`cpu_clock`]; the counters cost the run some wall
+/// time, so the timed runs are not counted). Otherwise, or where the kernel refuses the
+/// counters, from its `/proc` entry while it is a zombie (exited, not yet reaped), in clock
+/// ticks.
+fn measure(c: &mut Command, tick: f64, counted: bool) -> (Sample, std::process::Output) {
     use std::io::Read;
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let t = Instant::now();
-    let mut child = c.spawn().expect("start the run");
+    let mut counters = None;
+    let t;
+    let mut child = if counted {
+        let mut g = cpu_clock::gated(c);
+        g.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = g.spawn().expect("start the run");
+        counters = cpu_clock::Counters::attach(&mut child).ok();
+        t = Instant::now();
+        match counters.as_mut() {
+            Some(k) => k.go(),
+            None => cpu_clock::release(&mut child),
+        }
+        child
+    } else {
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        t = Instant::now();
+        c.spawn().expect("start the run")
+    };
     // Both outputs are small; read them to their ends (the child has exited when they close,
     // unless it handed them on), then wait without reaping.
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -166,12 +190,17 @@ fn measure(c: &mut Command, tick: f64) -> (Sample, std::process::Output) {
         .collect();
     // `fields` starts at field 3 (state): utime, stime, cutime, cstime are fields 14 to 17.
     let at = |i: usize| fields.get(i - 3).copied().unwrap_or(0.0) * 1000.0 / tick;
+    let (own, children, precise) = match counters.as_ref().map(cpu_clock::Counters::read) {
+        Some((own, children)) if own.is_finite() => (own, children, true),
+        _ => (at(14) + at(15), at(16) + at(17), false),
+    };
     let status = child.wait().expect("reap the run");
     (
         Sample {
             wall,
-            own: at(14) + at(15),
-            children: at(16) + at(17),
+            own,
+            children,
+            precise,
         },
         std::process::Output {
             status,
@@ -242,8 +271,8 @@ fn forum_cli(args: &[String]) -> Option<PathBuf> {
     cli.exists().then_some(cli)
 }
 
-fn one(side: &str, c: &mut Command, dir: &Path, tick: f64) -> Sample {
-    let (s, out) = measure(c, tick);
+fn one(side: &str, c: &mut Command, dir: &Path, tick: f64, counted: bool) -> Sample {
+    let (s, out) = measure(c, tick, counted);
     assert!(
         out.status.success(),
         "{side} in {}: {}\n{}",
@@ -261,10 +290,11 @@ fn one(side: &str, c: &mut Command, dir: &Path, tick: f64) -> Sample {
     s
 }
 
-fn print_side(name: &str, s: &[Sample]) {
-    let wall: Vec<f64> = s.iter().map(|x| x.wall).collect();
-    let own: Vec<f64> = s.iter().map(|x| x.own).collect();
-    let kids: Vec<f64> = s.iter().map(|x| x.children).collect();
+/// A side's line: wall times from its timed runs, CPU from its counted runs.
+fn print_side(name: &str, timed: &[Sample], counted: &[Sample]) {
+    let wall: Vec<f64> = timed.iter().map(|x| x.wall).collect();
+    let own: Vec<f64> = counted.iter().map(|x| x.own).collect();
+    let kids: Vec<f64> = counted.iter().map(|x| x.children).collect();
     println!(
         "{name:<34} wall median {:7.1} ms (mean {:7.1}); own CPU median {:6.1} ms (mean {:6.1}); children's CPU median {:6.1} ms (mean {:6.1})",
         median(&wall),
@@ -274,6 +304,53 @@ fn print_side(name: &str, s: &[Sample]) {
         median(&kids),
         mean(&kids)
     );
+}
+
+/// What each pass runs: our binary, the build before, Forum.
+struct Sides<'a> {
+    bin: &'a Path,
+    before: Option<&'a Path>,
+    forum: Option<&'a Path>,
+    model: &'a Path,
+    dir: &'a Path,
+    tick: f64,
+}
+
+impl Sides<'_> {
+    /// `runs` runs of each side, each in a fresh directory, interleaved (which side goes first
+    /// alternates, so neither always runs right after the other): ours, Forum's, the build
+    /// before's samples.
+    fn pass(&self, runs: usize, counted: bool) -> (Vec<Sample>, Vec<Sample>, Vec<Sample>) {
+        let tag = if counted { "counted" } else { "timed" };
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..runs {
+            let mine = self.dir.join(format!("{tag}-ours-{i}"));
+            our_repo(&mine);
+            let mut run_ours = || {
+                let mut cmd = ours(self.bin, &mine, self.model);
+                a.push(one("git forum", &mut cmd, &mine, self.tick, counted))
+            };
+            if i % 2 == 0 {
+                run_ours();
+            }
+            if let Some(f) = self.forum {
+                let other = self.dir.join(format!("{tag}-forum-{i}"));
+                std::fs::create_dir_all(&other).unwrap();
+                let mut cmd = theirs(f, &other, self.model);
+                b.push(one("Forum", &mut cmd, &other, self.tick, counted));
+            }
+            if let Some(e) = self.before {
+                let earlier = self.dir.join(format!("{tag}-before-{i}"));
+                our_repo(&earlier);
+                let mut cmd = ours(e, &earlier, self.model);
+                c.push(one("before", &mut cmd, &earlier, self.tick, counted));
+            }
+            if i % 2 == 1 {
+                run_ours();
+            }
+        }
+        (a, b, c)
+    }
 }
 
 fn main() {
@@ -323,76 +400,61 @@ fn main() {
     // One untimed run of each side first: the binaries and Python's modules in the page cache.
     let warm = tmp.path().join("warm-ours");
     our_repo(&warm);
-    one("git forum", &mut ours(&bin, &warm, &model), &warm, tick);
+    one(
+        "git forum",
+        &mut ours(&bin, &warm, &model),
+        &warm,
+        tick,
+        false,
+    );
     if let Some(b) = &before {
         let warm = tmp.path().join("warm-before");
         our_repo(&warm);
-        one("before", &mut ours(b, &warm, &model), &warm, tick);
+        one("before", &mut ours(b, &warm, &model), &warm, tick, false);
     }
     if let Some(f) = &forum {
         let warm = tmp.path().join("warm-forum");
         std::fs::create_dir_all(&warm).unwrap();
-        one("Forum", &mut theirs(f, &warm, &model), &warm, tick);
+        one("Forum", &mut theirs(f, &warm, &model), &warm, tick, false);
     }
 
-    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..runs {
-        let mine = tmp.path().join(format!("ours-{i}"));
-        our_repo(&mine);
-        let other = tmp.path().join(format!("forum-{i}"));
-        std::fs::create_dir_all(&other).unwrap();
-        let earlier = tmp.path().join(format!("before-{i}"));
-        if before.is_some() {
-            our_repo(&earlier);
-        }
-        let mut run_ours = || {
-            a.push(one(
-                "git forum",
-                &mut ours(&bin, &mine, &model),
-                &mine,
-                tick,
-            ))
-        };
-        // Which side goes first alternates, so neither always runs right after the other.
-        if i % 2 == 0 {
-            run_ours();
-        }
-        if let Some(f) = &forum {
-            b.push(one("Forum", &mut theirs(f, &other, &model), &other, tick));
-        }
-        if let Some(e) = &before {
-            c.push(one(
-                "before",
-                &mut ours(e, &earlier, &model),
-                &earlier,
-                tick,
-            ));
-        }
-        if i % 2 == 1 {
-            run_ours();
-        }
-    }
+    let sides = Sides {
+        bin: &bin,
+        before: before.as_deref(),
+        forum: forum.as_deref(),
+        model: &model,
+        dir: tmp.path(),
+        tick,
+    };
+    let (a, b, c) = sides.pass(runs, false);
+    // The CPU figures from runs of their own: the counters cost wall time.
+    let (ca, cb, cc) = sides.pass(runs, true);
     println!("uptime after:  {}", uptime());
-    print_side("git forum submit --cmd", &a);
+    print_side("git forum submit --cmd", &a, &ca);
     let wall = |s: &[Sample]| median(&s.iter().map(|x| x.wall).collect::<Vec<_>>());
-    let own: f64 = a.iter().map(|x| x.own).sum();
-    let kids: f64 = a.iter().map(|x| x.children).sum();
     if !b.is_empty() {
-        print_side("forum submit --cmd", &b);
+        print_side("forum submit --cmd", &b, &cb);
         println!(
             "Forum / git forum, wall (medians): {:.2} (target at least 8)",
             wall(&b) / wall(&a)
         );
     }
     if !c.is_empty() {
-        print_side("before: git forum submit --cmd", &c);
+        print_side("before: git forum submit --cmd", &c, &cc);
         println!(
             "before / git forum, wall (medians): {:.2}",
             wall(&c) / wall(&a)
         );
     }
+    let own: f64 = ca.iter().map(|x| x.own).sum();
+    let kids: f64 = ca.iter().map(|x| x.children).sum();
+    let how = if ca.iter().all(|x| x.precise) {
+        "the task clock"
+    } else {
+        "/proc, in clock ticks: too coarse for a run this short"
+    };
     println!(
-        "git forum's own CPU / its children's (totals): {:.2} (target at most 1)",
+        "git forum's own CPU / its children's (totals, {how}): {:.2} (target at most 1)",
         own / kids.max(1e-9)
     );
     drop(busy);
