@@ -16,7 +16,7 @@ use crate::ledger::Entry;
 pub enum FlushMethod {
     /// The default on Linux: the append writes its objects and moves the ref without flushing
     /// them, then logs a record holding them to the ledger's write-ahead log
-    /// (`.git/forum/wal/NAME.wal`, created zero-filled at full size) and flushes that one file,
+    /// (`.git/forum/wal/NAME.wal`, created zero-filled) and flushes that one file,
     /// which rewrites data blocks in place. After a power loss, the next command restores from
     /// the log whatever the disk lost (see `src/store/wal.rs`). Elsewhere it is `PerFile`.
     Wal,
@@ -78,6 +78,10 @@ pub const APPEND_DEADLINE: Duration = Duration::from_secs(30);
 pub(crate) const DEFAULT_CAPACITY: u64 = 1 << 20;
 /// The smallest log accepted.
 pub(crate) const MIN_CAPACITY: u64 = 64 << 10;
+/// The size a ledger's log is created at: the first appends of a ledger (a run in a fresh
+/// repository) do not wait for a whole `forum.walSize` of zeros to be written and flushed; the
+/// log is made again at full size the first time it fills.
+pub(crate) const FIRST_CAPACITY: u64 = MIN_CAPACITY;
 
 /// Where a ledger's signed checkpoints live.
 pub(crate) fn checkpoints_ref(ledger: &str) -> String {

@@ -4,9 +4,10 @@
 //! directories that gained names) costs several device flushes per append. With the log, an
 //! append writes its objects and moves its ref without flushing them, then writes one record
 //! holding the old tip, the new tip and the objects' bytes to `.git/forum/wal/NAME.wal` and
-//! flushes that file alone. The file is created at full size and zero-filled once, so that flush
-//! rewrites data blocks in place and touches no file-system metadata. The append returns only
-//! after the record is on disk.
+//! flushes that file alone. The file is created zero-filled, so that flush rewrites data blocks
+//! in place and touches no file-system metadata: at 64 KiB first, so that a new ledger's first
+//! append does not write a whole log of zeros, and again at `forum.walSize` (1 MiB by default)
+//! the first time it fills. The append returns only after the record is on disk.
 //!
 //! Appenders in several processes share flushes (group commit; `wal/group.rs` has the
 //! protocol and why it is safe). Under the ledger's writer lock an append writes its objects,
@@ -63,7 +64,7 @@ const MAGIC_V1: &[u8; 16] = b"git-forum wal 1\n";
 const MAX_OBJECTS_LEN: usize = 256 << 20;
 /// Records start here; the header fills the first block.
 pub(crate) const DATA_START: u64 = 4096;
-use super::handle::MIN_CAPACITY;
+use super::handle::{FIRST_CAPACITY, MIN_CAPACITY};
 const HEADER_LEN: usize = 128;
 
 /// One logged append: the ref moved from `old` to `new`, writing `objects`.
@@ -365,12 +366,16 @@ impl Wal {
     }
 
     /// Creates a zero-filled log of `capacity` bytes at `path` (through a temporary file, so a
-    /// crash never leaves a short one), flushed with its directory.
+    /// crash never leaves a short one), flushed with its directory, its records of
+    /// `generation`. A log made in place of another takes a generation after the other's (and
+    /// after the hint's in the writer-lock file), so that no hint the other left is taken for
+    /// this one's: it would put the end past records this log holds.
     pub(crate) fn create(
         path: &Path,
         hash: HashKind,
         capacity: u64,
         tip: Option<ObjectId>,
+        generation: u64,
     ) -> std::io::Result<Wal> {
         let dir = path.parent().expect("the log lives in a directory");
         std::fs::create_dir_all(dir)?;
@@ -389,7 +394,7 @@ impl Wal {
         };
         let header = Header {
             version: 2,
-            generation: 1,
+            generation,
             boot: boot_id(),
             last_new: tip,
             end_hint: DATA_START,

@@ -1170,6 +1170,70 @@ fn a_power_loss_image_is_restored_from_the_write_ahead_log() {
     }
 }
 
+/// An entry whose body barely compresses (the log stores records deflated): 1,600 letters drawn
+/// from 64, different for every `i`, about 1.2 KB per record.
+fn noisy_note(i: usize) -> git_forum::ledger::NewEntry {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (i as u64 + 1);
+    let abc = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+    let words: String = (0..1600)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            abc[(x % 64) as usize] as char
+        })
+        .collect();
+    note(i, &words)
+}
+
+/// A new ledger's log is made at 64 KiB, and again at `forum.walSize` (1 MiB by default) the
+/// first time it fills; what the grown log holds is restored after a power loss like any other
+/// record. A setting below the log's size takes effect at the next append.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_new_ledgers_log_starts_small_and_grows_when_it_first_fills() {
+    use git_forum::store::git::{GitStore, Options};
+    for kind in ["sha1", "sha256"] {
+        let repo = Repo::new(kind);
+        let wal = repo.git_dir().join("forum/wal/main.wal");
+        let size = || std::fs::metadata(&wal).unwrap().len();
+        repo.append("agent", "note", r#"{"i": 0}"#);
+        assert_eq!(
+            size(),
+            64 << 10,
+            "{kind}: the first append makes a small log"
+        );
+        let r = gix::open(repo.path()).unwrap();
+        let opts = Options::from_config(&r, false).unwrap();
+        let mut store = GitStore::new(r, "main", opts).unwrap();
+        for i in 1..80 {
+            store.append_entry(&noisy_note(i)).unwrap();
+            if size() > 64 << 10 {
+                assert_eq!(size(), 1 << 20, "{kind}: grown to forum.walSize at once");
+            }
+        }
+        drop(store);
+        assert_eq!(size(), 1 << 20, "{kind}: 80 appends filled the first log");
+        // Lose the last two appends' files: the grown log still holds them.
+        let commits = chain(&repo);
+        for c in &commits[78..80] {
+            std::fs::remove_file(loose_path(&repo, c)).unwrap();
+        }
+        std::fs::write(repo.git_dir().join("refs/forum/ledgers/main"), b"").unwrap();
+        as_if_rebooted(&repo);
+        let r = verify(&repo, true);
+        assert_eq!(r["ok"], true, "{kind}: {r}");
+        assert_eq!(r["entries"], 80);
+        assert_eq!(chain(&repo), commits);
+        repo.fsck();
+        // A smaller setting: the next append makes the log again at that size.
+        repo.git_ok(&["config", "forum.walSize", "128k"]);
+        repo.append("agent", "note", r#"{"i": 80}"#);
+        assert_eq!(size(), 128 << 10, "{kind}");
+        assert_eq!(verify(&repo, true)["entries"], 81);
+    }
+}
+
 /// A log that fills up is flushed and started again; a batch (written as a pack) and `sync`
 /// empty it first; entries written around them all survive a power-loss image of the last
 /// logged appends.
@@ -1184,21 +1248,7 @@ fn the_write_ahead_log_survives_filling_up_batches_and_sync() {
         let opts = Options::from_config(&r, false).unwrap();
         GitStore::new(r, "main", opts).unwrap()
     };
-    // Bodies that barely compress (the log stores records deflated): 1,600 letters drawn from
-    // 64, different for every entry, about 1.2 KB per record.
-    let note = |i: usize| {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (i as u64 + 1);
-        let abc = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
-        let words: String = (0..1600)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                abc[(x % 64) as usize] as char
-            })
-            .collect();
-        note(i, &words)
-    };
+    let note = noisy_note;
     let mut store = open();
     // 80 appends overflow a 64 KiB log at least once.
     for i in 0..80 {

@@ -34,11 +34,13 @@ impl GitStore {
         let mut hint = [0u8; HEADER_LEN];
         let hint = lock.read_exact_at(&mut hint, 0).ok().map(|()| &hint[..]);
         let wal = match Wal::open(&path, self.object_hash(), hint).map_err(wal_io(&path))? {
-            Some(mut wal) if wal.capacity() != capacity => {
-                // Resized by `git config forum.walSize`: empty the old one, then make the new.
+            Some(mut wal) if wal.capacity() > capacity => {
+                // Made smaller by `git config forum.walSize`: empty the old one, then make the
+                // new. A smaller log than the setting grows when it first fills ([`grown`]).
                 self.checkpoint_wal_with(&mut wal, false, None)?;
+                let next = wal.header.generation.wrapping_add(1);
                 drop(wal);
-                Wal::create(&path, self.object_hash(), capacity, self.tip_id()?)
+                Wal::create(&path, self.object_hash(), capacity, self.tip_id()?, next)
                     .map_err(wal_io(&path))?
             }
             Some(mut wal) => {
@@ -59,7 +61,13 @@ impl GitStore {
                 if tip.is_some() {
                     self.flush_repository()?;
                 }
-                Wal::create(&path, self.object_hash(), capacity, tip).map_err(wal_io(&path))?
+                let first = capacity.min(FIRST_CAPACITY);
+                // After the generation of any log this one replaces (its hint may be left).
+                let generation = hint
+                    .and_then(Header::decode)
+                    .map_or(1, |h| h.generation.wrapping_add(1).max(1));
+                Wal::create(&path, self.object_hash(), first, tip, generation)
+                    .map_err(wal_io(&path))?
             }
         };
         Ok(wal)
@@ -174,7 +182,21 @@ impl GitStore {
         self.pack_logged_objects(&records, forget)?;
         self.flush_repository()?;
         let path = wal.path().to_path_buf();
-        wal.reset(tip).map_err(wal_io(&path))
+        wal.reset(tip).map_err(wal_io(&path))?;
+        self.grown(wal, tip)
+    }
+
+    /// A log smaller than `forum.walSize` (every log starts at [`FIRST_CAPACITY`]) made again
+    /// at full size, once it has just been emptied; any other log as it is.
+    fn grown(&self, wal: &mut Wal, tip: Option<ObjectId>) -> Result<(), StoreError> {
+        let capacity = self.options().wal_size;
+        if wal.capacity() < capacity {
+            let next = wal.header.generation.wrapping_add(1);
+            let path = wal.path().to_path_buf();
+            *wal = Wal::create(&path, self.object_hash(), capacity, tip, next)
+                .map_err(wal_io(&path))?;
+        }
+        Ok(())
     }
 
     /// Writes every object of `records` into one pack, from the records' own bytes (so an

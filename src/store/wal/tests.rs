@@ -15,7 +15,7 @@ fn obj(kind: Kind, data: &[u8]) -> Obj {
 fn records_round_trip_and_a_torn_tail_ends_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wal/main.wal");
-    let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None).unwrap();
+    let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None, 1).unwrap();
     assert!(wal.is_empty());
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
@@ -77,7 +77,7 @@ fn records_round_trip_and_a_torn_tail_ends_the_log() {
 fn records_are_stored_deflated_and_a_format_1_log_is_still_read() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("main.wal");
-    let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None).unwrap();
+    let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None, 1).unwrap();
     let body = format!(
         "{{\"items\":[{}]}}",
         vec!["{\"k\":\"value\"}"; 200].join(",")
@@ -102,7 +102,7 @@ fn records_are_stored_deflated_and_a_format_1_log_is_still_read() {
     );
 
     // The same record as an earlier version wrote it: objects stored raw, header "1".
-    let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None).unwrap();
+    let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None, 1).unwrap();
     wal.header.version = 1;
     wal.file.write_all_at(&wal.header.encode(), 0).unwrap();
     let mut p = wal.header.generation.to_le_bytes().to_vec();
@@ -126,7 +126,7 @@ fn records_are_stored_deflated_and_a_format_1_log_is_still_read() {
 fn a_torn_header_falls_back_to_the_records_generation() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("main.wal");
-    let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None).unwrap();
+    let mut wal = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None, 1).unwrap();
     wal.reset(None).unwrap(); // generation 2
     let a = obj(Kind::Blob, b"1");
     let r = WalRecord::new(None, a.id, &[a]);
@@ -163,7 +163,7 @@ fn a_log_on_ext4_owns_its_inode_table_block() {
     let ext = fs.f_type as u64 == 0xEF53;
     // Twice: a log made again (a new `forum.walSize`) replaces the first one's pads.
     for capacity in [MIN_CAPACITY, 2 * MIN_CAPACITY] {
-        drop(Wal::create(&path, HashKind::Sha1, capacity, None).unwrap());
+        drop(Wal::create(&path, HashKind::Sha1, capacity, None, 1).unwrap());
         let mut names: Vec<String> = std::fs::read_dir(&wal_dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -198,4 +198,55 @@ fn a_log_on_ext4_owns_its_inode_table_block() {
         println!("the log holds its inode-table block with {k} pads");
         assert_eq!(std::fs::metadata(&path).unwrap().len(), capacity);
     }
+}
+
+/// A log made in place of another (again at another size, or after it was deleted) takes a
+/// later generation, so the hint the other left in the writer-lock file is not taken for it:
+/// that hint's end is past the new log's records, and an append there would leave a gap that
+/// ends the log for the scan after a power loss.
+#[test]
+fn a_hint_from_an_earlier_log_does_not_skip_a_new_logs_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("main.wal");
+    let a = obj(Kind::Blob, b"{\"a\":1}");
+    let b = obj(Kind::Blob, b"{\"b\":2}");
+    let c = obj(Kind::Blob, b"{\"c\":3}");
+    let mut old = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None, 1).unwrap();
+    for (from, o) in [(None, &a), (Some(a.id), &b), (Some(b.id), &c)] {
+        assert!(
+            old.append(&WalRecord::new(from, o.id, std::slice::from_ref(o)), true)
+                .unwrap()
+        );
+    }
+    let stale = old.hint();
+    let next = old.header.generation + 1;
+    drop(old);
+    let mut new = Wal::create(&path, HashKind::Sha1, MIN_CAPACITY, None, next).unwrap();
+    let first = WalRecord::new(None, a.id, std::slice::from_ref(&a));
+    assert!(new.append(&first, true).unwrap());
+    let end = new.end;
+    drop(new);
+    let mut wal = Wal::open(&path, HashKind::Sha1, Some(&stale))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        wal.end, end,
+        "the end is the new log's, not the stale hint's"
+    );
+    let second = WalRecord::new(Some(a.id), b.id, std::slice::from_ref(&b));
+    assert!(wal.append(&second, true).unwrap());
+    let hint = wal.hint();
+    drop(wal);
+    let scanned = Wal::open(&path, HashKind::Sha1, None).unwrap().unwrap();
+    assert_eq!(
+        scanned.records(),
+        vec![first, second],
+        "a scan finds both appends"
+    );
+    assert!(scanned.end > end);
+    // This log's own hint is taken, and says the same.
+    let hinted = Wal::open(&path, HashKind::Sha1, Some(&hint))
+        .unwrap()
+        .unwrap();
+    assert_eq!(hinted.end, scanned.end);
 }
