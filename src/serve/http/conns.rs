@@ -161,24 +161,7 @@ pub(super) async fn accept_loop(
     use hyper_util::service::TowerToHyperService;
     let conns = Arc::new(Conns::new(max_connections));
     let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = stop.wait_for(|s| *s) => break,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // Out of descriptors and the like: wait a little instead of spinning.
-                if !matches!(
-                    e.kind(),
-                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
-                ) {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                continue;
-            }
-        };
+    while let Some(stream) = next_stream(&listener, &mut stop).await {
         tokio::select! {
             _ = conns.make_room() => {}
             _ = stop.wait_for(|s| *s) => break,
@@ -231,6 +214,31 @@ pub(super) async fn accept_loop(
     }
     drop(listener);
     while tasks.join_next().await.is_some() {}
+}
+
+/// The next connection accepted, or `None` once `stop` turns true.
+async fn next_stream(
+    listener: &tokio::net::TcpListener,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> Option<tokio::net::TcpStream> {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = stop.wait_for(|s| *s) => return None,
+        };
+        match accepted {
+            Ok((stream, _)) => return Some(stream),
+            Err(e) => {
+                // Out of descriptors and the like: wait a little instead of spinning.
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                ) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
 }
 
 /// How often, per read timeout, the idle watch looks at a connection.
