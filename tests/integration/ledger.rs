@@ -1170,6 +1170,24 @@ fn a_power_loss_image_is_restored_from_the_write_ahead_log() {
     }
 }
 
+/// Deletes the files of the last `n` of the ledger's `entries` commits and empties its ref, as a
+/// power loss can leave them, then reboots: the log puts every entry back, in the same chain.
+#[cfg(target_os = "linux")]
+fn lose_the_last_and_restore(repo: &Repo, n: usize, entries: usize) {
+    let commits = chain(repo);
+    assert_eq!(commits.len(), entries);
+    for c in &commits[entries - n..] {
+        std::fs::remove_file(loose_path(repo, c)).unwrap();
+    }
+    std::fs::write(repo.git_dir().join("refs/forum/ledgers/main"), b"").unwrap();
+    as_if_rebooted(repo);
+    let r = verify(repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], entries);
+    assert_eq!(chain(repo), commits);
+    repo.fsck();
+}
+
 /// An entry whose body barely compresses (the log stores records deflated): 1,600 letters drawn
 /// from 64, different for every `i`, about 1.2 KB per record.
 fn noisy_note(i: usize) -> git_forum::ledger::NewEntry {
@@ -1214,18 +1232,8 @@ fn a_new_ledgers_log_starts_small_and_grows_when_it_first_fills() {
         }
         drop(store);
         assert_eq!(size(), 1 << 20, "{kind}: 80 appends filled the first log");
-        // Lose the last two appends' files: the grown log still holds them.
-        let commits = chain(&repo);
-        for c in &commits[78..80] {
-            std::fs::remove_file(loose_path(&repo, c)).unwrap();
-        }
-        std::fs::write(repo.git_dir().join("refs/forum/ledgers/main"), b"").unwrap();
-        as_if_rebooted(&repo);
-        let r = verify(&repo, true);
-        assert_eq!(r["ok"], true, "{kind}: {r}");
-        assert_eq!(r["entries"], 80);
-        assert_eq!(chain(&repo), commits);
-        repo.fsck();
+        // The grown log still holds the last two appends.
+        lose_the_last_and_restore(&repo, 2, 80);
         // A smaller setting: the next append makes the log again at that size.
         repo.git_ok(&["config", "forum.walSize", "128k"]);
         repo.append("agent", "note", r#"{"i": 80}"#);
@@ -1278,18 +1286,8 @@ fn the_write_ahead_log_survives_filling_up_batches_and_sync() {
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["entries"], 93);
 
-    // Lose the last three appends' files: the log still holds them.
-    let commits = chain(&repo);
-    for c in &commits[90..93] {
-        std::fs::remove_file(loose_path(&repo, c)).unwrap();
-    }
-    std::fs::write(repo.git_dir().join("refs/forum/ledgers/main"), b"").unwrap();
-    as_if_rebooted(&repo);
-    let r = verify(&repo, true);
-    assert_eq!(r["ok"], true, "{r}");
-    assert_eq!(r["entries"], 93);
-    assert_eq!(chain(&repo), commits);
-    repo.fsck();
+    // The log still holds the last three appends.
+    lose_the_last_and_restore(&repo, 3, 93);
 
     // `sync` flushes and leaves the log its records (the copy a racing prune cannot delete);
     // a reboot afterwards finds everything in place.
