@@ -147,12 +147,9 @@ fn measure(c: &mut Command, tick: f64, counted: bool) -> (Sample, std::process::
         let mut g = cpu_clock::gated(c);
         g.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = g.spawn().expect("start the run");
-        counters = cpu_clock::Counters::attach(&mut child).ok();
+        counters = cpu_clock::Counters::attach(&child).ok();
         t = Instant::now();
-        match counters.as_mut() {
-            Some(k) => k.go(),
-            None => cpu_clock::release(&mut child),
-        }
+        cpu_clock::go(&mut child);
         child
     } else {
         c.stdin(Stdio::null())

@@ -1,11 +1,11 @@
 //! The CPU time of a process and of everything it starts, to the nanosecond, from the
 //! kernel's task clock (`perf_event_open`), where `/proc` counts in 10 ms ticks.
 //!
-//! [`gated`] wraps a command in `sh -c 'read _; exec PROGRAM ARGS </dev/null'`, so that the
+//! [`gated`] wraps a command in `sh -c 'read _ _; exec PROGRAM ARGS </dev/null'`, so that the
 //! process exists, waiting on its stdin, before the program runs. [`Counters::attach`] then
 //! opens two task-clock counters on it, both enabled when it execs and both inherited: one by
 //! its threads only (`inherit_thread`: the process itself), one by every thread and process
-//! under it. [`Counters::go`] lets the shell exec the program. When the program has exited,
+//! under it. [`go`] lets the shell exec the program, counted or not. When the program has exited,
 //! the kernel has folded the counts of every task that ended into the counters: the first is
 //! the process's own CPU, the second less the first its children's (and their children's).
 //! What the shell spends before the exec is not counted.
@@ -15,7 +15,7 @@
 
 use std::io::Write as _;
 use std::os::fd::{FromRawFd as _, OwnedFd};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 const PERF_TYPE_SOFTWARE: u64 = 1;
 const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
@@ -46,11 +46,10 @@ pub fn gated(c: &Command) -> Command {
     g
 }
 
-/// The two counters on one gated child, and the pipe that lets it go on.
+/// The two counters on one gated child.
 pub struct Counters {
     own: OwnedFd,
     all: OwnedFd,
-    gate: Option<ChildStdin>,
 }
 
 fn open(pid: u32, flags: u64) -> std::io::Result<OwnedFd> {
@@ -90,20 +89,12 @@ fn read_ns(fd: &OwnedFd) -> f64 {
 impl Counters {
     /// Opens both counters on `child` (started from [`gated`]); an error when the kernel
     /// refuses (`perf_event_paranoid`, a container without perf events).
-    pub fn attach(child: &mut Child) -> std::io::Result<Counters> {
+    pub fn attach(child: &Child) -> std::io::Result<Counters> {
         let flags = DISABLED | INHERIT | ENABLE_ON_EXEC;
         Ok(Counters {
             own: open(child.id(), flags | INHERIT_THREAD)?,
             all: open(child.id(), flags)?,
-            gate: child.stdin.take(),
         })
-    }
-
-    /// Lets the child exec its program.
-    pub fn go(&mut self) {
-        if let Some(mut g) = self.gate.take() {
-            g.write_all(b"go\n").expect("open the gate");
-        }
     }
 
     /// Own CPU and children's CPU in milliseconds, once the child has exited.
@@ -114,8 +105,8 @@ impl Counters {
     }
 }
 
-/// Opens the gate of a child whose counters could not be attached.
-pub fn release(child: &mut Child) {
+/// Lets a child started from [`gated`] exec its program.
+pub fn go(child: &mut Child) {
     if let Some(mut g) = child.stdin.take() {
         g.write_all(b"go\n").expect("open the gate");
     }
