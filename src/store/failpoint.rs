@@ -3,7 +3,9 @@
 
 /// A crash-testing hook: with `GIT_FORUM_FAILPOINT=NAME` in the environment, the process kills
 /// itself (SIGKILL, so nothing is cleaned up) when it reaches the step `NAME` of an append:
-/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `wal-logged` (its
+/// `objects-written`, `cas-start`, `cas-locked`, `cas-reflog`, `cas-moved`, `ref-lock-created`
+/// (a ref lock created as a new file, its value not yet written: the way left where no spare
+/// inode can serve), `wal-logged` (its
 /// write-ahead log record written, the writer lock released, no flush yet), `wal-flush`
 /// (holding the flush lock, about to flush the log for itself and the appenders queued
 /// behind), `appended` (the append is about to be acknowledged), `integrate-start` (a

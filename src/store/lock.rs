@@ -28,13 +28,20 @@ use super::refs::file_links_and_len;
 /// rename without replacing nor link) can be left empty, and no writer would touch it.
 pub(crate) fn take_ref_lock(spare: &Path, lock: &Path, value: &[u8]) -> Result<bool, StoreError> {
     let held_elsewhere = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AlreadyExists;
-    match take_lock_from_spare(spare, lock, value) {
-        Ok(true) => Ok(true),
-        Ok(false) => {
+    // A spare that could not be used (a second name of the live ref) was removed: the second
+    // try makes a fresh one, so this way too the lock appears with its value in it.
+    let taken = match take_lock_from_spare(spare, lock, value) {
+        Ok(Spare::Dropped) => take_lock_from_spare(spare, lock, value),
+        other => other,
+    };
+    match taken {
+        Ok(Spare::Taken) => Ok(true),
+        Ok(Spare::Dropped | Spare::Unusable) => {
             match create_in_dir(lock, || {
                 OpenOptions::new().write(true).create_new(true).open(lock)
             }) {
                 Ok(mut f) => {
+                    failpoint("ref-lock-created");
                     f.write_all(value)
                         .map_err(io(format!("writing {}", lock.display())))
                         .inspect_err(|_| {
@@ -51,12 +58,22 @@ pub(crate) fn take_ref_lock(spare: &Path, lock: &Path, value: &[u8]) -> Result<b
     }
 }
 
+/// What became of a try to take the ref lock through the spare inode.
+enum Spare {
+    /// The spare, holding the value, is the lock now.
+    Taken,
+    /// The spare could not be written (see [`take_lock_from_spare`]) and was removed.
+    Dropped,
+    /// No spare can be made here, or the filesystem can neither rename without replacing nor
+    /// link: the caller creates the lock.
+    Unusable,
+}
+
 /// Takes the ref lock `lock` by writing `value` into the spare inode (made when there is none:
-/// the first update, or one after a writer died holding the lock) and moving it in. Returns
-/// false when there is no usable spare (the caller then creates the lock); an `AlreadyExists`
-/// error means the lock is held. A spare with another link is the live ref (a writer died
-/// between keeping it and the rename), so it is dropped, never written.
-fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Result<bool> {
+/// the first update, or one after a writer died holding the lock) and moving it in. An
+/// `AlreadyExists` error means the lock is held. A spare with another link is the live ref (a
+/// writer died between keeping it and the rename), so it is dropped, never written.
+fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Result<Spare> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileExt as _;
@@ -69,7 +86,7 @@ fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Res
         };
         let f = match create_in_dir(spare, open) {
             Ok(f) => f,
-            Err(_) => return Ok(false),
+            Err(_) => return Ok(Spare::Unusable),
         };
         // Same length as the value it held (one object id and a newline): overwriting in place
         // frees and allocates nothing. Writing also refreshes the mtime that tells a stale lock.
@@ -86,14 +103,14 @@ fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Res
         drop(f);
         if written.is_err() {
             let _ = fs::remove_file(spare);
-            return Ok(false);
+            return Ok(Spare::Dropped);
         }
         // Moved in as the lock, unless a lock is there: one directory change per directory.
         #[cfg(target_os = "linux")]
         {
             use rustix::fs::{CWD, RenameFlags, renameat_with};
             match renameat_with(CWD, spare, CWD, lock, RenameFlags::NOREPLACE) {
-                Ok(()) => return Ok(true),
+                Ok(()) => return Ok(Spare::Taken),
                 Err(rustix::io::Errno::EXIST) => {
                     return Err(std::io::ErrorKind::AlreadyExists.into());
                 }
@@ -104,17 +121,17 @@ fn take_lock_from_spare(spare: &Path, lock: &Path, value: &[u8]) -> std::io::Res
         match fs::hard_link(spare, lock) {
             Ok(()) => {
                 let _ = fs::remove_file(spare);
-                Ok(true)
+                Ok(Spare::Taken)
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
             // No hard links here (or another filesystem): create the lock instead.
-            Err(_) => Ok(false),
+            Err(_) => Ok(Spare::Unusable),
         }
     }
     #[cfg(not(unix))]
     {
         let _ = (spare, lock, value);
-        Ok(false)
+        Ok(Spare::Unusable)
     }
 }
 

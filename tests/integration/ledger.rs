@@ -1005,7 +1005,17 @@ fn a_spare_still_linked_to_the_ref_is_never_written() {
     let old_tip = repo.git_ok(&["rev-parse", REF]);
     let _ = std::fs::remove_file(&spare);
     std::fs::hard_link(&ref_file, &spare).unwrap();
-    repo.append("a", "k", "\"after the crash\"");
+    // Nor does it create the lock empty and write it after: killed between the two, such a
+    // lock would name no value and block every writer after. A fresh spare is made instead,
+    // so the append never reaches the step of a lock created empty.
+    let o = repo
+        .forum()
+        .env("GIT_FORUM_FAILPOINT", "ref-lock-created")
+        .args(["append", "--actor", "a", "--kind", "k", "--payload"])
+        .arg("\"after the crash\"")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
     let new_tip = repo.git_ok(&["rev-parse", REF]);
     assert_ne!(new_tip, old_tip);
     assert_eq!(std::fs::read_to_string(&ref_file).unwrap().trim(), new_tip);
