@@ -116,17 +116,37 @@ pub(crate) fn verb(cmd: &Command) -> String {
 /// whatever its exit status, reading standard output and error up to `limit` bytes each; past
 /// that the command is killed and this fails.
 pub(crate) fn output(
+    cmd: Command,
+    input: Option<&[u8]>,
+    limit: u64,
+) -> Result<Output, GitProcessError> {
+    let stdin = if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    output_from(cmd, stdin, input, limit)
+}
+
+/// [`output`] for a command whose standard input is `stdin`, a file it is given to hold (never
+/// read or written from here).
+pub(crate) fn output_with_stdin(
+    cmd: Command,
+    stdin: Stdio,
+    limit: u64,
+) -> Result<Output, GitProcessError> {
+    output_from(cmd, stdin, None, limit)
+}
+
+fn output_from(
     mut cmd: Command,
+    stdin: Stdio,
     input: Option<&[u8]>,
     limit: u64,
 ) -> Result<Output, GitProcessError> {
     let verb = verb(&cmd);
     let mut child = cmd
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -228,7 +228,7 @@ impl GitStore {
         message: &str,
     ) -> Result<CasOutcome, StoreError> {
         if self.refs_via_git {
-            return self.cas_via_git(expected, new, message);
+            return self.cas_via_git(held, expected, new, message);
         }
         let path = self.ref_path();
         let lock = PathBuf::from(format!("{}.lock", path.display()));

@@ -232,6 +232,7 @@ impl GitStore {
     /// busy lock when it did not.
     pub(crate) fn cas_via_git(
         &self,
+        held: &File,
         expected: Option<ObjectId>,
         new: ObjectId,
         message: &str,
@@ -254,7 +255,16 @@ impl GitStore {
         .arg(self.refname())
         .arg(new.to_string())
         .arg(old.to_string());
-        let o = bounded(cmd)?;
+        // git gets the writer lock as its standard input (which `update-ref` never reads): the
+        // same open file description, and a `flock` lock lasts until every descriptor of it is
+        // closed. git moves a ref it keeps itself in its own process, so a writer killed while
+        // its `git update-ref` runs would otherwise free the lock while that update is still
+        // landing, and the next writer could read the ref before it and the reflog after it
+        // (a ledger being created then looks deleted).
+        let lock = held
+            .try_clone()
+            .map_err(io("sharing the writer lock with git update-ref".to_string()))?;
+        let o = crate::gitproc::output_with_stdin(cmd, lock.into(), crate::gitproc::OUTPUT_LIMIT)?;
         if o.status.success() {
             failpoint("cas-moved");
             return Ok(CasOutcome::Moved);

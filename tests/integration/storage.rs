@@ -725,6 +725,81 @@ fn a_lock_left_by_a_killed_git_is_named_reported_and_repaired() {
 
 /// A lock a live git holds is reported as held and never removed, however old it looks; the
 /// append waits for it and lands once git lets go.
+/// Where git keeps the refs (reftable), git moves the ledger ref in its own process. A writer
+/// killed while its `git update-ref` runs leaves the ledger's writer lock held until that git
+/// exits: otherwise the next writer could read the ref before the dead writer's update landed
+/// and its reflog after, and take a ledger being created for a deleted one.
+#[test]
+fn a_writer_killed_while_git_moves_its_ref_keeps_the_lock_until_git_is_done() {
+    use std::time::Duration;
+    let repo = seeded("reftable", 2);
+    let (inside, gate) = (repo.path().join("inside"), repo.path().join("gate"));
+    // git's reference-transaction hook: once the ledger's update is prepared (git holds its
+    // stack lock), it says so and waits for the gate (at most a minute, and no longer than the
+    // repository is there).
+    let hooks = repo.git_dir().join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let hook = hooks.join("reference-transaction");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = prepared ] || exit 0\ngrep -q '{REF}' || exit 0\n: > '{i}'\nn=0\nwhile [ ! -e '{g}' ] && [ -e '{i}' ] && [ $n -lt 3000 ]; do sleep 0.02; n=$((n+1)); done\n",
+            i = inside.display(),
+            g = gate.display()
+        ),
+    )
+    .unwrap();
+    let chmod = Command::new("chmod").arg("+x").arg(&hook).status().unwrap();
+    assert!(chmod.success());
+    let mut writer = repo
+        .forum()
+        .args([
+            "append",
+            "--actor",
+            "a",
+            "--kind",
+            "k",
+            "--payload",
+            "\"killed\"",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // However the test ends, the hook stops waiting (else its git would outlive the test).
+    struct Open<'a>(&'a std::path::Path);
+    impl Drop for Open<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::write(self.0, "");
+        }
+    }
+    let _open = Open(&gate);
+    let waited = Duration::from_secs(60);
+    crate::common::wait_until("git's update of the ledger ref prepared", waited, || {
+        inside.exists()
+    });
+    writer.kill().unwrap();
+    writer.wait().unwrap();
+    // The writer is gone and its git is in the middle of the update: the lock stays held.
+    let lock = std::fs::File::open(repo.git_dir().join("forum/locks/main.lock")).unwrap();
+    assert!(
+        matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        "the writer lock was free while the dead writer's git was still moving the ref"
+    );
+    // Once git is done the update has landed, and the lock is free.
+    std::fs::write(&gate, "").unwrap();
+    crate::common::wait_until("the writer lock freed once git is done", waited, || {
+        lock.try_lock().is_ok()
+    });
+    lock.unlock().unwrap();
+    std::fs::remove_file(&hook).unwrap();
+    repo.append("a", "k", "\"after\"");
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 4, "the killed writer's update landed: {r}");
+    repo.fsck();
+}
+
 #[test]
 fn a_lock_a_live_git_holds_is_left_alone() {
     for kind in ["sha1", "reftable"] {
