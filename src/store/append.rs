@@ -121,6 +121,8 @@ impl GitStore {
         // The lock that blocked the last attempt, and when it was last looked into.
         let mut blocked: Option<std::path::PathBuf> = None;
         let mut looked: Option<Instant> = None;
+        // Set once git refused to name objects a racing prune had deleted (see below).
+        let mut into_a_pack = false;
         loop {
             let Some(tip) = self.tip_to_build_on(&mut restored)? else {
                 continue;
@@ -134,6 +136,8 @@ impl GitStore {
             let mut guard = built.prewritten.take();
             if built.as_pack && guard.is_none() {
                 guard = self.write_batch_pack(&mut built, &mut log.batch)?;
+            } else if into_a_pack {
+                guard = Some(self.write_append_pack(&built.objects)?);
             } else {
                 let flush = self.opts.fsync && !self.log_durably();
                 self.write_loose_objects(&built.objects, flush, false)?;
@@ -157,13 +161,16 @@ impl GitStore {
                 }
                 CasOutcome::Conflict | CasOutcome::Busy => {}
                 CasOutcome::ObjectsMissing => {
-                    if built.as_pack {
+                    if built.as_pack || into_a_pack {
                         return Err(StoreError::Corrupt(format!(
                             "the pack written for {} lost objects before the ref moved; run the command again",
                             self.refname
                         )));
                     }
-                    self.rewrite_missing(&built.objects)?;
+                    // A prune deleted the loose objects before git would name them. Written
+                    // loose again, they could go the same way every time (a prune run in a
+                    // loop did that for the whole deadline); no prune deletes a packed object.
+                    into_a_pack = true;
                 }
                 CasOutcome::Locked(held, noted) => {
                     let at = (tip.as_ref().map(|t| t.commit), start);
@@ -307,6 +314,23 @@ impl GitStore {
         if let Some((mut log, _)) = batch_log.take() {
             self.empty_packed_log(&mut log)?;
         }
+        Ok(guard)
+    }
+
+    /// A single append's objects as a pack of their own, kept (`.keep`) until the ref names
+    /// them; merged with the others once the writer lock is released (see `merge.rs`).
+    fn write_append_pack(&self, objects: &[Obj]) -> Result<pack::PackGuard, StoreError> {
+        // Commits first, as in every pack git forum writes (an append builds its body first).
+        let objs: Vec<Obj> = objects.iter().rev().cloned().collect();
+        let guard = pack::write_pack(
+            &self.objects_dir(),
+            self.hash,
+            &objs,
+            gix::zlib::Compression::new(1).expect("level 1 is valid"),
+            self.opts.fsync,
+        )
+        .map_err(io("writing a pack"))?;
+        self.want_pack_merge();
         Ok(guard)
     }
 

@@ -387,6 +387,46 @@ pub fn beside_maintenance(kind: &str, args: &[&str], n: usize) -> Result<String,
     ))
 }
 
+/// Where git keeps the refs (reftable), `git update-ref` refuses to name a commit that a racing
+/// prune deleted. Written loose again, the objects could be deleted again on every attempt (a
+/// prune run in a loop did that until the append gave up); the next attempt writes them into a
+/// pack, which no prune deletes.
+#[test]
+fn objects_a_prune_deleted_before_git_named_them_come_back_in_a_pack() {
+    let repo = seeded("reftable", 2);
+    let o = repo
+        .forum()
+        .env("GIT_FORUM_FAILPOINT", "objects-written")
+        .env("GIT_FORUM_FAILPOINT_RUN", "git prune --expire=now")
+        .args([
+            "append",
+            "--actor",
+            "a",
+            "--kind",
+            "k",
+            "--payload",
+            "\"pruned\"",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let tip = repo.git_ok(&["rev-parse", REF]);
+    let loose = repo
+        .git_dir()
+        .join("objects")
+        .join(&tip[..2])
+        .join(&tip[2..]);
+    assert!(
+        !loose.exists(),
+        "the second attempt wrote the commit loose again"
+    );
+    repo.git_ok(&["cat-file", "-e", &tip]);
+    let r = verify(&repo, true);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["entries"], 3);
+    repo.fsck();
+}
+
 #[test]
 fn appenders_beside_gc_repack_prune_and_maintenance_lose_nothing() {
     let n = reliability_n(12);
