@@ -563,10 +563,6 @@ impl GitStore {
         else {
             return Ok(());
         };
-        if self.refs_via_git && self.ref_seen_on_a_second_look()? {
-            // There after all: the append's compare-and-swap conflicts and builds on it.
-            return Ok(());
-        }
         let seq = self
             .read_entry_commit(&last, &mut Vec::new())
             .map(|(e, _, _)| format!("seq {}", e.seq))
@@ -577,22 +573,6 @@ impl GitStore {
             self.refname,
             self.reflog_path().display()
         )))
-    }
-
-    /// Whether git still reports no ledger ref when asked again, a few times, past the tip kept
-    /// for the stack's manifest. A look at git's own ref storage while other processes write
-    /// and compact it has once found no ledger ref where many writers were appending (the
-    /// reliability test, reftable, one run in some forty, cause not found); a ledger is called
-    /// deleted only when it stays missing.
-    fn ref_seen_on_a_second_look(&self) -> Result<bool, StoreError> {
-        for wait_ms in [0, 20, 100] {
-            std::thread::sleep(Duration::from_millis(wait_ms));
-            *self.tip_via_git.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            if self.tip_id()?.is_some() {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// Appends one entry (loose objects).
