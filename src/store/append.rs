@@ -133,15 +133,7 @@ impl GitStore {
                 .commits
                 .last()
                 .expect("a batch holds at least one entry");
-            let mut guard = built.prewritten.take();
-            if built.as_pack && guard.is_none() {
-                guard = self.write_batch_pack(&mut built, &mut log.batch)?;
-            } else if into_a_pack {
-                guard = Some(self.write_append_pack(&built.objects)?);
-            } else {
-                let flush = self.opts.fsync && !self.log_durably();
-                self.write_loose_objects(&built.objects, flush, false)?;
-            }
+            let guard = self.write_objects(&mut built, &mut log, into_a_pack)?;
             failpoint("objects-written");
             let outcome = match self.cas(&lock, tip.as_ref().map(|t| t.commit), new_tip, reflog) {
                 Ok(o) => o,
@@ -314,6 +306,27 @@ impl GitStore {
         if let Some((mut log, _)) = batch_log.take() {
             self.empty_packed_log(&mut log)?;
         }
+        Ok(guard)
+    }
+
+    /// Writes an attempt's objects: a batch's as its pack (unless written already), else loose,
+    /// or as a pack of their own once a prune deleted them (`into_a_pack`). Returns the guard of
+    /// the pack that holds them, if one does.
+    fn write_objects(
+        &self,
+        built: &mut Built,
+        log: &mut AppendLog,
+        into_a_pack: bool,
+    ) -> Result<Option<pack::PackGuard>, StoreError> {
+        let guard = built.prewritten.take();
+        if built.as_pack && guard.is_none() {
+            return self.write_batch_pack(built, &mut log.batch);
+        }
+        if into_a_pack {
+            return self.write_append_pack(&built.objects).map(Some);
+        }
+        let flush = self.opts.fsync && !self.log_durably();
+        self.write_loose_objects(&built.objects, flush, false)?;
         Ok(guard)
     }
 
