@@ -692,18 +692,8 @@ fn stale_ref_lock_is_recovered_but_a_live_writer_is_waited_for() {
         .unwrap()
         .set_modified(old)
         .unwrap();
-    let mut child = repo
-        .forum()
-        .args([
-            "append",
-            "--actor",
-            "a",
-            "--kind",
-            "k",
-            "--payload",
-            "2",
-            "--json",
-        ])
+    let mut child = crate::storage::append_command(&repo, "2")
+        .arg("--json")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -998,41 +988,41 @@ fn a_spare_still_linked_to_the_ref_is_never_written() {
     // A writer killed between keeping the ref's inode as the spare and renaming its lock over
     // the ref leaves the spare as a second name of the live ref. The next append must not
     // write into it (that would change the live ref before its lock is taken), so it drops it.
-    let repo = seeded("sha1", 3);
-    let git_dir = repo.git_dir();
-    let ref_file = git_dir.join(REF);
-    let spare = git_dir.join("forum/spare/main");
-    let old_tip = repo.git_ok(&["rev-parse", REF]);
-    let _ = std::fs::remove_file(&spare);
-    std::fs::hard_link(&ref_file, &spare).unwrap();
-    // Nor does it create the lock empty and write it after: killed between the two, such a
-    // lock would name no value and block every writer after. A fresh spare is made instead,
-    // so the append never reaches the step of a lock created empty.
-    let o = repo
-        .forum()
-        .env("GIT_FORUM_FAILPOINT", "ref-lock-created")
-        .args(["append", "--actor", "a", "--kind", "k", "--payload"])
-        .arg("\"after the crash\"")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{o:?}");
-    let new_tip = repo.git_ok(&["rev-parse", REF]);
-    assert_ne!(new_tip, old_tip);
-    assert_eq!(std::fs::read_to_string(&ref_file).unwrap().trim(), new_tip);
-    // The spare is now the ref's previous inode, holding the previous value untouched.
-    assert_eq!(std::fs::read_to_string(&spare).unwrap().trim(), old_tip);
-    assert!(!git_dir.join(format!("{REF}.lock")).exists());
-    // And the recycling goes on from there.
-    repo.append("a", "k", "\"and one more\"");
-    assert_eq!(
-        std::fs::read_to_string(&spare).unwrap().trim(),
-        new_tip,
-        "the spare holds the value the last rename replaced"
-    );
-    let r = verify(&repo, true);
-    assert_eq!(r["ok"], true, "{r}");
-    assert_eq!(r["entries"], 5);
-    repo.git_ok(&["fsck", "--strict"]);
+    // (Files repositories only: where git keeps the refs there is no spare.)
+    for kind in ["sha1", "sha256"] {
+        let repo = seeded(kind, 3);
+        let git_dir = repo.git_dir();
+        let ref_file = git_dir.join(REF);
+        let spare = git_dir.join("forum/spare/main");
+        let old_tip = repo.git_ok(&["rev-parse", REF]);
+        let _ = std::fs::remove_file(&spare);
+        std::fs::hard_link(&ref_file, &spare).unwrap();
+        // Nor does it create the lock empty and write it after: killed between the two, such a
+        // lock would name no value and block every writer after. A fresh spare is made
+        // instead, so the append never reaches the step of a lock created empty.
+        let o = crate::storage::append_command(&repo, "\"after the crash\"")
+            .env("GIT_FORUM_FAILPOINT", "ref-lock-created")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{kind}: {o:?}");
+        let new_tip = repo.git_ok(&["rev-parse", REF]);
+        assert_ne!(new_tip, old_tip);
+        assert_eq!(std::fs::read_to_string(&ref_file).unwrap().trim(), new_tip);
+        // The spare is now the ref's previous inode, holding the previous value untouched.
+        assert_eq!(std::fs::read_to_string(&spare).unwrap().trim(), old_tip);
+        assert!(!git_dir.join(format!("{REF}.lock")).exists());
+        // And the recycling goes on from there.
+        repo.append("a", "k", "\"and one more\"");
+        assert_eq!(
+            std::fs::read_to_string(&spare).unwrap().trim(),
+            new_tip,
+            "{kind}: the spare holds the value the last rename replaced"
+        );
+        let r = verify(&repo, true);
+        assert_eq!(r["ok"], true, "{kind}: {r}");
+        assert_eq!(r["entries"], 5);
+        repo.git_ok(&["fsck", "--strict"]);
+    }
 }
 
 #[test]

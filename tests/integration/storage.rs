@@ -26,20 +26,25 @@ pub fn killed_append(repo: &Repo, point: &str) {
     killed_append_of(repo, point, "\"lost?\"");
 }
 
+/// `git forum append --actor a --kind k --payload PAYLOAD` in `repo`, to run or to spawn.
+pub fn append_command(repo: &Repo, payload: &str) -> Command {
+    let mut c = repo.forum();
+    c.args([
+        "append",
+        "--actor",
+        "a",
+        "--kind",
+        "k",
+        "--payload",
+        payload,
+    ]);
+    c
+}
+
 /// Runs one append of `payload` that kills itself (SIGKILL) at step `point`.
 pub fn killed_append_of(repo: &Repo, point: &str, payload: &str) {
-    let o = repo
-        .forum()
+    let o = append_command(repo, payload)
         .env("GIT_FORUM_FAILPOINT", point)
-        .args([
-            "append",
-            "--actor",
-            "a",
-            "--kind",
-            "k",
-            "--payload",
-            payload,
-        ])
         .output()
         .unwrap();
     assert!(
@@ -183,17 +188,7 @@ fn a_lock_held_by_git_update_ref_is_never_broken() {
     assert_eq!(line.trim(), "prepare: ok");
     let lock = repo.git_dir().join(format!("{REF}.lock"));
     assert!(lock.exists(), "git holds the ref lock");
-    let mut child = repo
-        .forum()
-        .args([
-            "append",
-            "--actor",
-            "a",
-            "--kind",
-            "k",
-            "--payload",
-            "\"waits\"",
-        ])
+    let mut child = append_command(&repo, "\"waits\"")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -223,11 +218,7 @@ fn a_deleted_ref_is_not_an_empty_ledger() {
         let repo = seeded(kind, 3);
         let tip = repo.git_ok(&["rev-parse", REF]);
         std::fs::remove_file(repo.git_dir().join(REF)).unwrap();
-        let o = repo
-            .forum()
-            .args(["append", "--actor", "a", "--kind", "k", "--payload", "1"])
-            .output()
-            .unwrap();
+        let o = append_command(&repo, "1").output().unwrap();
         assert!(!o.status.success());
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -394,19 +385,9 @@ pub fn beside_maintenance(kind: &str, args: &[&str], n: usize) -> Result<String,
 #[test]
 fn objects_a_prune_deleted_before_git_named_them_come_back_in_a_pack() {
     let repo = seeded("reftable", 2);
-    let o = repo
-        .forum()
+    let o = append_command(&repo, "\"pruned\"")
         .env("GIT_FORUM_FAILPOINT", "objects-written")
         .env("GIT_FORUM_FAILPOINT_RUN", "git prune --expire=now")
-        .args([
-            "append",
-            "--actor",
-            "a",
-            "--kind",
-            "k",
-            "--payload",
-            "\"pruned\"",
-        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
@@ -716,11 +697,7 @@ fn a_lock_left_by_a_killed_git_is_named_reported_and_repaired() {
         crate::reliability::kill(&mut git);
         assert!(lock.exists(), "{kind}: the killed git left its lock");
         age(&lock, 300);
-        let o = repo
-            .forum()
-            .args(["append", "--actor", "a", "--kind", "k", "--payload", "1"])
-            .output()
-            .unwrap();
+        let o = append_command(&repo, "1").output().unwrap();
         let err = crate::common::one_line_error(&o, &lock.display().to_string());
         assert!(err.contains("no process holds it"), "{kind}: {err}");
         assert!(err.contains("5m old"), "{kind}: {err}");
@@ -791,17 +768,7 @@ fn a_writer_killed_while_git_moves_its_ref_keeps_the_lock_until_git_is_done() {
     .unwrap();
     let chmod = Command::new("chmod").arg("+x").arg(&hook).status().unwrap();
     assert!(chmod.success());
-    let mut writer = repo
-        .forum()
-        .args([
-            "append",
-            "--actor",
-            "a",
-            "--kind",
-            "k",
-            "--payload",
-            "\"killed\"",
-        ])
+    let mut writer = append_command(&repo, "\"killed\"")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -857,9 +824,7 @@ fn a_lock_a_live_git_holds_is_left_alone() {
             "{kind}: {v}"
         );
         assert!(lock.exists(), "{kind}: a live git's lock was removed");
-        let mut child = repo
-            .forum()
-            .args(["append", "--actor", "a", "--kind", "k", "--payload", "1"])
+        let mut child = append_command(&repo, "1")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
